@@ -1,0 +1,5 @@
+"""`python -m mcp_gpu` is the same as the `mcp-gpu` console script."""
+
+from mcp_gpu.cli import main
+
+raise SystemExit(main())

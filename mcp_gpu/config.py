@@ -1,0 +1,76 @@
+"""Settings from the environment, and the state directory every local file lives under."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def _default_home() -> Path:
+    # Platform user-state dir: $XDG_STATE_HOME/mcp-gpu, else ~/.local/state/mcp-gpu (macOS: ~/Library/Application Support).
+    if os.environ.get("MCP_GPU_HOME"):
+        return Path(os.environ["MCP_GPU_HOME"]).expanduser()
+    if os.uname().sysname == "Darwin":
+        return Path.home() / "Library" / "Application Support" / "mcp-gpu"
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "mcp-gpu"
+
+
+def _floats(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        from mcp_gpu.errors import ConfigError
+
+        raise ConfigError(f"{name}={raw!r} is not a number", hint=f"unset {name} or set it to seconds, e.g. 30") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything tunable, read once from the environment.
+
+    MCP_GPU_HOME            state dir (registry, tokens secret, artifacts, audit log)
+    MCP_GPU_SSH_CONFIG      ssh_config file(s) to read, ':'-separated (default ~/.ssh/config)
+    MCP_GPU_CONNECT_TIMEOUT seconds to open an SSH connection (default 15)
+    MCP_GPU_COMMAND_TIMEOUT default seconds for one remote command (default 60)
+    MCP_GPU_KEEPALIVE       SSH keepalive interval in seconds (default 15; 3 missed = connection lost)
+    MCP_GPU_CONFIRM         'token' (default) or 'totp' for destructive confirmations
+    MCP_GPU_LOG_LEVEL       debug/info/warning (default info)
+    """
+
+    home: Path = field(default_factory=_default_home)
+    ssh_config: tuple[str, ...] = ()
+    connect_timeout: float = 15.0
+    command_timeout: float = 60.0
+    keepalive: float = 15.0
+    confirm_mode: str = "token"
+    log_level: str = "info"
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        cfg = os.environ.get("MCP_GPU_SSH_CONFIG", "")
+        return cls(
+            home=_default_home(),
+            ssh_config=tuple(p for p in cfg.split(":") if p),
+            connect_timeout=_floats("MCP_GPU_CONNECT_TIMEOUT", 15.0),
+            command_timeout=_floats("MCP_GPU_COMMAND_TIMEOUT", 60.0),
+            keepalive=_floats("MCP_GPU_KEEPALIVE", 15.0),
+            confirm_mode=os.environ.get("MCP_GPU_CONFIRM", "token"),
+            log_level=os.environ.get("MCP_GPU_LOG_LEVEL", "info"),
+        )
+
+    def ensure_home(self) -> Path:
+        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return self.home
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "registry.sqlite3"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.home / "artifacts"

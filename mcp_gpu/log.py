@@ -1,0 +1,100 @@
+"""structlog to stderr only (stdout carries the MCP protocol on stdio), with secrets redacted."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import threading
+from collections.abc import MutableMapping
+from typing import Any
+
+import structlog
+
+_SECRET_KEY = re.compile(r"(token|secret|passw|api[_-]?key|authorization|credential|cookie|private)", re.I)
+_BEARER = re.compile(r"(?i)(bearer\s+|api[_-]?key[=:]\s*|token[=:]\s*)[A-Za-z0-9._~+/=-]{6,}")
+_known: set[str] = set()
+_lock = threading.Lock()
+REDACTED = "[redacted]"
+
+
+def register_secret(value: str) -> None:
+    """Remember a secret value so it is scrubbed wherever it would otherwise appear in a log line."""
+    if value and len(value) >= 4:
+        with _lock:
+            _known.add(value)
+
+
+def scrub(text: str) -> str:
+    """Remove known secret values and bearer-like tokens from free text."""
+    with _lock:
+        known = sorted(_known, key=len, reverse=True)
+    for v in known:
+        if v in text:
+            text = text.replace(v, REDACTED)
+    return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def _scrub_value(key: str, value: Any) -> Any:
+    if _SECRET_KEY.search(key):
+        return REDACTED
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {k: _scrub_value(str(k), v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub_value(key + "[]", v) for v in value]
+    return value
+
+
+def redact(_logger: Any, _name: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog processor: secret-looking keys and known secret values never reach the sink."""
+    for k in list(event_dict):
+        if k in ("event", "level", "timestamp", "logger"):
+            if isinstance(event_dict[k], str):
+                event_dict[k] = scrub(event_dict[k])
+            continue
+        event_dict[k] = _scrub_value(k, event_dict[k])
+    return event_dict
+
+
+_configured = False
+
+
+def configure(level: str = "info") -> None:
+    """Point every logger (ours, the MCP SDK's, asyncssh's, uvicorn's) at one JSON sink on stderr.
+
+    Call before the MCP server is built: its constructor calls logging.basicConfig, which does nothing
+    once the root logger already has our handler.
+    """
+    global _configured
+    lvl = getattr(logging, level.upper(), logging.INFO)
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        redact,
+    ]
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info, structlog.processors.JSONRenderer()],
+    ))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(lvl)
+    logging.getLogger("asyncssh").setLevel(logging.WARNING)  # asyncssh logs every channel at INFO
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.make_filtering_bound_logger(lvl),
+        cache_logger_on_first_use=False,
+    )
+    _configured = True
+
+
+def get(name: str) -> Any:
+    return structlog.get_logger(name)

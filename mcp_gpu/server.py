@@ -1,0 +1,54 @@
+"""Builds the MCP server: registers tools/, resources/ and prompts. The only place that knows the SDK's shape."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from mcp.server.mcpserver import MCPServer
+
+from mcp_gpu import __version__, log
+from mcp_gpu.app import App
+from mcp_gpu.config import Settings
+
+INSTRUCTIONS = """\
+mcp-gpu runs long GPU jobs on machines the user rents or reaches over SSH and gets the results off before
+the meter or a preemption takes them. Work in phases: audit_env (phase 0) → smoke_cpu (2) → launch_detached (3)
+→ patrol every ~30 min (4) → verify_artifacts (5a) → request_teardown then confirm_teardown (5b).
+Never tear down or cancel without the human echoing the confirmation phrase. `unreachable` is not `failed`.
+Platform facts: resources gpu://profiles/{name}; known failures: gpu://gotchas/{id} and gotcha_lookup."""
+
+
+def build_server(settings: Settings | None = None, app: App | None = None) -> MCPServer:
+    """Create the server. With `app` given (tests, the demo) the caller owns its lifetime."""
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[App]:
+        if app is not None:
+            yield app
+            return
+        own = App.open(settings)
+        try:
+            yield own
+        finally:
+            await own.aclose()
+
+    server = MCPServer("mcp-gpu", instructions=INSTRUCTIONS, version=__version__, lifespan=lifespan)
+    from mcp_gpu import prompts, resources, tools
+
+    tools.register_all(server)
+    resources.register_all(server)
+    prompts.register_all(server)
+    return server
+
+
+def serve(http: str | None = None, settings: Settings | None = None) -> None:
+    """Run over stdio (default) or streamable HTTP at HOST:PORT."""
+    settings = settings or Settings.from_env()
+    log.configure(settings.log_level)
+    server = build_server(settings)
+    if http:
+        host, _, port = http.rpartition(":")
+        server.run("streamable-http", host=host or "127.0.0.1", port=int(port))
+    else:
+        server.run()

@@ -1,0 +1,114 @@
+"""How we reach a machine: one small interface, a local and an SSH implementation, and a per-host pool.
+
+A transport runs an argv (never a shell string built from user text) or one of our own static scripts
+with its arguments, with stdin and a timeout, and returns a `Completed` record. A command that exits
+non-zero is a record, not an error (`check=True` opts in); a connection that drops is a
+`TransportError`, never an exit status.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from mcp_gpu.errors import CommandFailed
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What a finished command left behind. `exit_status` is None when a signal ended it."""
+
+    argv: tuple[str, ...]
+    exit_status: int | None
+    exit_signal: str | None
+    stdout: str
+    stderr: str
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+    def tail(self, n: int = 20) -> list[str]:
+        lines = (self.stdout + ("\n" if self.stdout and self.stderr else "") + self.stderr).splitlines()
+        return lines[-n:]
+
+    def check(self) -> Completed:
+        if not self.ok:
+            what = f"exit {self.exit_status}" if self.exit_status is not None else f"signal {self.exit_signal}"
+            err = self.stderr.strip().splitlines()[-3:] if self.stderr.strip() else self.stdout.strip().splitlines()[-3:]
+            raise CommandFailed(
+                f"`{display(self.argv)}` failed ({what}): {' | '.join(err) or 'no output'}",
+                hint="read the command's error above; nothing was retried",
+                data={"exit_status": self.exit_status, "exit_signal": self.exit_signal, "stderr_tail": err},
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class FileStat:
+    path: str
+    size: int
+    mtime: float
+    is_dir: bool
+
+
+def display(argv: Sequence[str], limit: int = 120) -> str:
+    """A short, quoted rendering of an argv for messages (scripts collapse to their first line)."""
+    parts = [a if "\n" not in a else "<script>" for a in argv]
+    text = shlex.join(parts)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Transport(Protocol):
+    """The port every backend and lifecycle use case talks to."""
+
+    host: str
+    kind: Literal["local", "ssh"]
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | str | None = None, timeout: float | None = None,
+                  check: bool = False) -> Completed: ...
+
+    async def run_script(self, script: str, args: Sequence[str] = (), *, stdin: bytes | str | None = None,
+                         timeout: float | None = None, check: bool = False) -> Completed: ...
+
+    async def read_tail(self, path: str, max_bytes: int = 65536) -> bytes: ...
+
+    async def stat(self, path: str) -> FileStat | None: ...
+
+    def iter_file(self, path: str, *, offset: int = 0, block: int = 256 * 1024) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class ScriptMixin:
+    """Shared helpers written once on top of `run`: scripts go in as `bash -c SCRIPT name ARGS...`
+    so stdin stays free for secrets, and arguments are argv elements, never spliced into the script."""
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | str | None = None, timeout: float | None = None,
+                  check: bool = False) -> Completed:
+        raise NotImplementedError
+
+    async def run_script(self, script: str, args: Sequence[str] = (), *, stdin: bytes | str | None = None,
+                         timeout: float | None = None, check: bool = False) -> Completed:
+        return await self.run(["bash", "-c", script, "mcp-gpu", *args], stdin=stdin, timeout=timeout, check=check)
+
+    async def read_tail(self, path: str, max_bytes: int = 65536) -> bytes:
+        res = await self.run(["tail", "-c", str(int(max_bytes)), "--", path], timeout=30)
+        if not res.ok:
+            return b""
+        return res.stdout.encode("utf-8", "surrogateescape")
+
+    async def stat(self, path: str) -> FileStat | None:
+        res = await self.run(["stat", "-L", "-c", "%s %Y %F", "--", path], timeout=30)
+        if not res.ok:
+            return None
+        size, mtime, kind = res.stdout.strip().split(" ", 2)
+        return FileStat(path=path, size=int(size), mtime=float(mtime), is_dir=kind == "directory")
+
+
+def monotonic() -> float:
+    return time.monotonic()

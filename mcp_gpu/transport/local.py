@@ -1,0 +1,70 @@
+"""`local`: this machine, through subprocess with no shell."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+import anyio
+
+from mcp_gpu.errors import CommandTimeout, ConnectError
+from mcp_gpu.transport import Completed, ScriptMixin, monotonic
+
+
+class LocalTransport(ScriptMixin):
+    """Runs argv on this machine. Each command gets its own process group, so a timeout kills its children too."""
+
+    kind: Literal["local", "ssh"] = "local"
+
+    def __init__(self, host: str = "local") -> None:
+        self.host = host
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | str | None = None, timeout: float | None = None,
+                  check: bool = False) -> Completed:
+        argv = tuple(argv)
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        t0 = monotonic()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE if data is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            )
+        except FileNotFoundError:
+            res = Completed(argv, 127, None, "", f"{argv[0]}: command not found", monotonic() - t0)
+            return res.check() if check else res
+        except OSError as exc:
+            raise ConnectError(f"could not start {argv[0]!r} locally: {exc}") from exc
+        try:
+            with anyio.fail_after(timeout) if timeout else contextlib.nullcontext():
+                out, err = await proc.communicate(data)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            raise CommandTimeout(f"local command ran past {timeout:g}s and was killed with its children",
+                                 hint="raise the timeout if the command is legitimately slow") from None
+        rc = proc.returncode
+        sig = None
+        if rc is not None and rc < 0:
+            sig = signal.Signals(-rc).name.removeprefix("SIG")
+        res = Completed(argv, rc if rc is not None and rc >= 0 else None, sig,
+                        out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), monotonic() - t0)
+        return res.check() if check else res
+
+    async def iter_file(self, path: str, *, offset: int = 0, block: int = 256 * 1024) -> AsyncIterator[bytes]:
+        async with await anyio.open_file(Path(path).expanduser(), "rb") as f:
+            await f.seek(offset)
+            while True:
+                chunk = await f.read(block)
+                if not chunk:
+                    return
+                yield chunk
+
+    async def aclose(self) -> None:
+        return None

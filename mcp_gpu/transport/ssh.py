@@ -1,0 +1,262 @@
+"""SSH transport (the only module that imports asyncssh): strict host keys, keepalives, one pooled connection.
+
+Host keys are always checked against known_hosts. An unknown key and a changed key are told apart, and
+each error names the exact command that fixes it; nothing here can switch checking off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+import shlex
+import socket
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import asyncssh
+from asyncssh import config as ssh_config
+
+from mcp_gpu import log
+from mcp_gpu.errors import AuthError, CommandTimeout, ConnectError, HostKeyError, TransportError
+from mcp_gpu.transport import Completed, ScriptMixin, display, monotonic
+
+_log = log.get("mcp_gpu.ssh")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a host string points once ~/.ssh/config has been applied."""
+
+    spec: str
+    host: str
+    port: int
+    user: str | None
+    known_hosts: tuple[str, ...]
+    in_config: bool
+
+
+def _config_paths(paths: Sequence[str]) -> list[str]:
+    if paths:
+        return [str(Path(p).expanduser()) for p in paths]
+    default = Path.home() / ".ssh" / "config"
+    return [str(default)] if default.exists() else []
+
+
+def parse_target(spec: str, config_paths: Sequence[str] = ()) -> Target:
+    """Resolve `alias`, `host`, `user@host` or `user@host:port` through the ssh config files."""
+    user: str | None = None
+    host = spec
+    port: int | None = None
+    if "@" in host:
+        user, host = host.rsplit("@", 1)
+    if host.count(":") == 1:
+        host, p = host.split(":")
+        if not p.isdigit():
+            raise ConnectError(f"bad port in {spec!r}", hint="use user@host:port with a numeric port")
+        port = int(p)
+    if not host or host.startswith("-") or any(c.isspace() for c in spec):
+        raise ConnectError(f"bad host {spec!r}", hint="use 'local', an ~/.ssh/config alias, or user@host[:port]")
+    paths = _config_paths(config_paths)
+    opts: dict[str, Any] = {}
+    in_config = False
+    if paths:
+        try:
+            cfg = ssh_config.SSHClientConfig.load(None, paths, False, False, False, getpass.getuser(),
+                                                  user if user else (), host, port if port else ())
+            opts = {k: cfg.get(k) for k in ("Hostname", "Port", "User", "UserKnownHostsFile")}
+            in_config = opts.get("Hostname") is not None
+        except (OSError, asyncssh.Error, ValueError) as exc:
+            raise ConnectError(f"could not read ssh config {paths}: {exc}", hint="fix the ssh config file") from exc
+    kh = opts.get("UserKnownHostsFile") or [str(Path.home() / ".ssh" / "known_hosts")]
+    if isinstance(kh, str):
+        kh = [kh]
+    return Target(spec=spec, host=str(opts.get("Hostname") or host), port=int(port or opts.get("Port") or 22),
+                  user=user or opts.get("User"), known_hosts=tuple(str(Path(k).expanduser()) for k in kh),
+                  in_config=in_config)
+
+
+def _host_key_error(t: Target) -> HostKeyError:
+    """Tell an unknown key (pin it) from a changed one (refuse: re-created instance or an attack)."""
+    existing = [p for p in t.known_hosts if Path(p).exists()]
+    known = False
+    if existing:
+        try:
+            kh = asyncssh.read_known_hosts(existing)
+            addr = t.host
+            try:
+                addr = socket.gethostbyname(t.host)
+            except OSError:
+                pass
+            matched = kh.match(t.host, addr, t.port)
+            known = bool(matched[0] or matched[1])
+        except (OSError, asyncssh.Error, ValueError):
+            known = False
+    label = t.host if t.port == 22 else f"[{t.host}]:{t.port}"
+    kh_file = t.known_hosts[0] if t.known_hosts else "~/.ssh/known_hosts"
+    scan = f"ssh-keyscan -p {t.port} {shlex.quote(t.host)}"
+    if known:
+        return HostKeyError(
+            f"HOST KEY CHANGED for {t.spec} ({label}): refusing to connect",
+            hint=(f"the key in {kh_file} no longer matches. If you re-created the instance, verify the new "
+                  f"fingerprint in the provider console (`{scan} | ssh-keygen -lf -`), then run "
+                  f"`ssh-keygen -R {shlex.quote(label)} -f {kh_file}` and pin the new key with "
+                  f"`{scan} >> {kh_file}`. Otherwise treat it as an attack and do not connect."),
+            data={"host": t.host, "port": t.port, "known_hosts": kh_file, "kind": "changed"},
+        )
+    return HostKeyError(
+        f"unknown host key for {t.spec} ({label}): it is not in {kh_file}",
+        hint=(f"compare the fingerprint with the provider console (`{scan} | ssh-keygen -lf -`), then pin it: "
+              f"`{scan} >> {kh_file}`"),
+        data={"host": t.host, "port": t.port, "known_hosts": kh_file, "kind": "unknown"},
+    )
+
+
+class SSHTransport(ScriptMixin):
+    """One asyncssh connection per host, reused across calls; each command is its own channel."""
+
+    kind: Literal["local", "ssh"] = "ssh"
+
+    def __init__(self, host: str, target: str, *, config_paths: Sequence[str] = (), connect_timeout: float = 15,
+                 keepalive: float = 15) -> None:
+        self.host = host
+        self.target = parse_target(target, config_paths)
+        self._config_paths = _config_paths(config_paths)
+        self._connect_timeout = connect_timeout
+        self._keepalive = keepalive
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._lock = asyncio.Lock()
+        self.connects = 0
+
+    async def _connection(self) -> asyncssh.SSHClientConnection:
+        async with self._lock:
+            if self._conn is not None and not self._conn.is_closed():
+                return self._conn
+            t = self.target
+            kwargs: dict[str, Any] = {
+                "config": self._config_paths or None,
+                "connect_timeout": self._connect_timeout,
+                "keepalive_interval": self._keepalive,
+                "keepalive_count_max": 3,
+                "known_hosts": list(t.known_hosts) if any(Path(p).exists() for p in t.known_hosts) else (),
+            }
+            if t.user:
+                kwargs["username"] = t.user
+            host = t.spec.rsplit("@", 1)[-1].split(":")[0] if t.in_config else t.host
+            try:
+                self._conn = await asyncssh.connect(host, port=t.port, **kwargs)
+            except asyncssh.HostKeyNotVerifiable as exc:
+                raise _host_key_error(t) from exc
+            except asyncssh.PermissionDenied as exc:
+                raise AuthError(f"{self.host}: the server refused our key ({exc.reason})",
+                                hint="check IdentityFile/User in ~/.ssh/config and that the public key is in "
+                                     "the box's authorized_keys") from exc
+            except socket.gaierror as exc:
+                raise ConnectError(f"cannot resolve {t.host!r} (from {t.spec!r}): not an ~/.ssh/config alias "
+                                   f"and not a DNS name",
+                                   hint="add a Host entry to ~/.ssh/config, or pass user@host[:port]") from exc
+            except ConnectionRefusedError as exc:
+                raise ConnectError(f"{self.host}: connection refused at {t.host}:{t.port}",
+                                   hint="the SSH port is closed: is the instance running, and has the port "
+                                        "changed after a restart? Check the provider console") from exc
+            except TimeoutError as exc:
+                raise ConnectError(f"{self.host}: no answer from {t.host}:{t.port} within "
+                                   f"{self._connect_timeout:g}s", hint="the box may be down or firewalled; "
+                                   "retry later. This says nothing about your jobs") from exc
+            except (OSError, asyncssh.Error) as exc:
+                raise ConnectError(f"{self.host}: could not connect to {t.host}:{t.port}: {exc}",
+                                   hint="retry later; check the instance in the provider console") from exc
+            self.connects += 1
+            _log.debug("ssh_connected", host=self.host, target=f"{t.host}:{t.port}")
+            return self._conn
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | str | None = None, timeout: float | None = None,
+                  check: bool = False) -> Completed:
+        argv = tuple(argv)
+        command = shlex.join(argv)
+        conn = await self._connection()
+        t0 = monotonic()
+        try:
+            proc = await conn.create_process(command, encoding=None,
+                                             stdin=asyncssh.DEVNULL if stdin is None else asyncssh.PIPE)
+        except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, OSError) as exc:
+            self._conn = None
+            raise TransportError(f"{self.host}: SSH connection lost before `{display(argv)}` could start: {exc}",
+                                 hint="retry; if it persists the box is unreachable (that is not a job failure)"
+                                 ) from exc
+        if stdin is not None:
+            proc.stdin.write(stdin.encode() if isinstance(stdin, str) else stdin)
+            proc.stdin.write_eof()
+        try:
+            result = await proc.wait(timeout=timeout)
+        except asyncssh.TimeoutError as exc:
+            proc.terminate()
+            proc.close()
+            raise CommandTimeout(f"{self.host}: `{display(argv)}` ran past {timeout:g}s",
+                                 hint="the remote command was stopped; raise the timeout if it is legitimately slow"
+                                 ) from exc
+        except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
+            self._conn = None
+            raise TransportError(f"{self.host}: SSH connection lost during `{display(argv)}`",
+                                 hint="the command's outcome is unknown; check again once the host answers") from exc
+        if result.returncode is None and result.exit_signal is None:
+            # asyncssh returns normally with no status when the peer vanished mid-command.
+            self._conn = None
+            raise TransportError(f"{self.host}: SSH connection lost during `{display(argv)}`",
+                                 hint="the command's outcome is unknown; check again once the host answers")
+        out = result.stdout or b""
+        err = result.stderr or b""
+        sig = result.exit_signal[0] if result.exit_signal else None
+        status = result.exit_status if result.exit_status is not None and result.exit_status >= 0 else None
+        res = Completed(argv, status, sig, out.decode("utf-8", "replace") if isinstance(out, bytes) else out,
+                        err.decode("utf-8", "replace") if isinstance(err, bytes) else err, monotonic() - t0)
+        return res.check() if check else res
+
+    async def iter_file(self, path: str, *, offset: int = 0, block: int = 256 * 1024) -> AsyncIterator[bytes]:
+        """Stream a remote file in order from `offset` over SFTP (several reads in flight)."""
+        conn = await self._connection()
+        try:
+            async with conn.start_sftp_client() as sftp:
+                block = min(block, sftp.limits.max_read_len)
+                async with sftp.open(path, "rb") as f:
+                    pos = offset
+                    inflight = 16
+                    pending: list[asyncio.Task[bytes]] = []
+                    eof = False
+                    while True:
+                        while not eof and len(pending) < inflight:
+                            pending.append(asyncio.ensure_future(f.read(block, pos)))
+                            pos += block
+                            # stop issuing once a short read tells us we passed the end
+                            if pending and pending[0].done() and len(pending[0].result()) < block:
+                                eof = True
+                        if not pending:
+                            return
+                        chunk = await pending.pop(0)
+                        if chunk:
+                            yield chunk
+                        if len(chunk) < block:
+                            for p in pending:
+                                p.cancel()
+                            return
+        except (asyncssh.SFTPError, asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
+            if isinstance(exc, asyncssh.SFTPError) and exc.code == asyncssh.FX_NO_SUCH_FILE:
+                raise FileNotFoundError(path) from exc
+            self._conn = None
+            raise TransportError(f"{self.host}: transfer of {path} interrupted: {exc}",
+                                 hint="run the same call again: the pull resumes where it stopped") from exc
+
+    async def aclose(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            with anyio.move_on_after(5):
+                await self._conn.wait_closed()
+            self._conn = None
+
+
+def env_ssh_config() -> tuple[str, ...]:
+    raw = os.environ.get("MCP_GPU_SSH_CONFIG", "")
+    return tuple(p for p in raw.split(":") if p)
