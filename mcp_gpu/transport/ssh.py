@@ -7,6 +7,7 @@ each error names the exact command that fixes it; nothing here can switch checki
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import os
 import shlex
@@ -87,10 +88,8 @@ def _host_key_error(t: Target) -> HostKeyError:
         try:
             kh = asyncssh.read_known_hosts(existing)
             addr = t.host
-            try:
+            with contextlib.suppress(OSError):
                 addr = socket.gethostbyname(t.host)
-            except OSError:
-                pass
             matched = kh.match(t.host, addr, t.port)
             known = bool(matched[0] or matched[1])
         except (OSError, asyncssh.Error, ValueError):
