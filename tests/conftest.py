@@ -46,3 +46,41 @@ def is_root() -> Iterator[bool]:
     import os
 
     yield os.geteuid() == 0
+
+
+def _need_sshd() -> None:
+    import shutil
+
+    if not (shutil.which("sshd") or Path("/usr/sbin/sshd").exists()):
+        pytest.skip("OpenSSH sshd is not installed (the README's test command installs it)")
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The session's real sshd on loopback, reached as `testhost` through its own ssh_config."""
+    from tests.sshd import Sshd
+
+    _need_sshd()
+    server = Sshd(tmp_path_factory.mktemp("sshd")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def ssh_settings(home: Path, sshd: object, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Settings whose ssh_config knows `testhost`; the env var makes CLI subprocesses see it too."""
+    cfg = str(sshd.ssh_config)  # type: ignore[attr-defined]
+    monkeypatch.setenv("MCP_GPU_SSH_CONFIG", cfg)
+    sshd.set_gpu("healthy")  # type: ignore[attr-defined]
+    return Settings(home=home, ssh_config=(cfg,), connect_timeout=5, command_timeout=30, keepalive=2)
+
+
+@pytest.fixture
+async def ssh_app(ssh_settings: Settings) -> AsyncIterator[App]:
+    a = App.open(ssh_settings)
+    try:
+        yield a
+    finally:
+        await a.aclose()
