@@ -1,0 +1,125 @@
+"""`mcp-gpu demo`: the full lifecycle on `local`, driven through the MCP server exactly as an agent would.
+
+audit_env → smoke_cpu → launch_detached (bundled trainer under tmux) → patrol until it finishes →
+verify_artifacts → request_teardown (the gate passes; token and phrase shown; nothing to stop on local).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from mcp_gpu.app import App
+from mcp_gpu.config import Settings
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("demo", help="run the full lifecycle on this machine through the MCP server")
+    p.add_argument("--steps", type=int, default=120, help="training steps of the bundled trainer (default 120)")
+    p.add_argument("--timeout", type=float, default=300, help="give up waiting for the job after this many seconds")
+    p.add_argument("--json", action="store_true", help="also print each tool's structured result")
+    p.set_defaults(func=run)
+
+
+def _say(title: str) -> None:
+    print(f"\n== {title} " + "=" * max(0, 70 - len(title)))
+
+
+def run(args: argparse.Namespace) -> int:
+    base = Settings.from_env()
+    home = base.home / "demo"
+    settings = Settings(home=home, ssh_config=base.ssh_config, connect_timeout=base.connect_timeout,
+                        command_timeout=base.command_timeout, keepalive=base.keepalive)
+    return int(anyio.run(_demo, settings, args))
+
+
+async def _call(client: Any, name: str, arguments: dict[str, Any], show_json: bool) -> dict[str, Any]:
+    res = await client.call_tool(name, arguments)
+    if res.is_error:
+        text = " ".join(getattr(c, "text", "") for c in res.content)
+        raise SystemExit(f"{name} failed: {text}")
+    data: dict[str, Any] = res.structured_content or {}
+    if show_json:
+        print(json.dumps(data, indent=2)[:4000])
+    return data
+
+
+async def _demo(settings: Settings, args: argparse.Namespace) -> int:
+    from mcp import Client
+
+    from mcp_gpu.server import build_server
+
+    app = App.open(settings)
+    work = settings.home / f"work-{int(time.time())}"
+    work.mkdir(parents=True, exist_ok=True)
+    trainer = Path(__file__).resolve().parent.parent / "demo" / "train.py"
+    shutil.copy(trainer, work / "train.py")
+    py = sys.executable
+    try:
+        async with Client(build_server(app=app)) as c:
+            print(f"mcp-gpu demo: state in {settings.home}, work dir {work}")
+            _say("phase 0 · audit_env(host='local')")
+            audit = await _call(c, "audit_env", {"host": "local", "checkpoint_gb": 0.001, "keep": 3,
+                                                 "run_dir": str(work / "checkpoints")}, args.json)
+            for line in audit["summary"]:
+                print("  " + line)
+
+            _say("phase 2 · smoke_cpu: two steps on CPU, loggers off")
+            smoke = await _call(c, "smoke_cpu", {"command": [py, "-u", "train.py", "--steps", "2", "--ckpt-every", "1",
+                                                             "--out", str(work / "smoke-ckpt")],
+                                                 "cwd": str(work), "timeout_s": 60}, args.json)
+            print(f"  verdict {smoke['verdict']}: exit {smoke.get('exit_status')} in {smoke.get('duration_s', 0):.1f}s")
+            for line in smoke.get("tail", smoke.get("last_lines", []))[-3:]:
+                print("  | " + line)
+            if smoke["verdict"] == "fail":
+                return 1
+
+            _say("phase 3 · launch_detached: the trainer under tmux, detached from this process")
+            cmd = f"{py} -u train.py --steps {args.steps} --ckpt-every 20 --keep 3 --out checkpoints"
+            launch = await _call(c, "launch_detached", {"host": "local", "command": cmd, "workdir": str(work),
+                                                        "name": "demo-train", "probe_s": 20,
+                                                        "outputs": [str(work / "checkpoints")]}, args.json)
+            job = launch["job_id"]
+            print(f"  {job} {launch['state']} via {launch['backend']} in {launch['run_dir']}")
+            for line in launch.get("first_lines", [])[:3]:
+                print("  | " + line)
+
+            _say("phase 4 · patrol until the job finishes (an agent would run this every 30 min)")
+            deadline = time.monotonic() + args.timeout
+            state = launch["state"]
+            while time.monotonic() < deadline:
+                pr = await _call(c, "patrol", {"job_ids": [job]}, args.json)
+                j = next((x for x in pr["jobs"] if x["job_id"] == job), None)
+                state = j["state"] if j else "unknown"
+                print("  " + (j.get("line") or f"{job} {state}") if j else f"  {job} not in report")
+                if state not in ("launching", "running", "stalled", "unreachable"):
+                    break
+                await anyio.sleep(2)
+            if state != "succeeded":
+                print(f"  job ended {state}: see `mcp-gpu logs {job}`")
+                return 1
+
+            _say("phase 5a · verify_artifacts: pull, SHA-256 end to end, load-check every checkpoint")
+            ver = await _call(c, "verify_artifacts", {"job_id": job}, args.json)
+            print(f"  all_ok={ver['all_ok']} {ver.get('counts')} → {ver.get('manifest_path') or ver.get('dest')}")
+
+            _say("phase 5b · request_teardown: the server checks the Iron-Law gate")
+            td = await _call(c, "request_teardown", {"host": "local", "reason": "demo finished"}, args.json)
+            for line in td.get("summary", []):
+                print("  " + line)
+            if td.get("token"):
+                print(f"  token: {td['token'][:24]}…  phrase the human must type: {td.get('phrase')!r}")
+                done = await _call(c, "confirm_teardown", {"token": td["token"], "confirmation": td["phrase"]},
+                                   args.json)
+                print(f"  → {done.get('status')}: {done.get('message')}")
+            print("\ndemo complete: every phase ran through the MCP server.")
+            return 0
+    finally:
+        await app.aclose()
