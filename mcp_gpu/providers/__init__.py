@@ -1,0 +1,144 @@
+"""The meter-stop verbs of each platform behind one small interface: call the API, then poll until it is true.
+
+Only this package speaks HTTP (httpx2). A provider never runs remote commands. Every HTTP provider:
+
+- reads its key from the env var the platform names (missing → ConfigError naming it), registers it as a secret;
+- sends the documented verb, then polls the instance until the platform reports it gone (or stopped, for stop),
+  bounded by `poll_timeout`; 429/5xx are retried with backoff and Retry-After honoured;
+- returns a `ProviderResult` and never claims `done` without the platform saying so: `timed_out` otherwise.
+
+Platforms with no public API (AutoDL, the Chinese rentals, bare SSH) answer `manual` with the console steps.
+
+    await get_provider("runpod").act("terminate", "abc123")  → ProviderResult(status="done", ...)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from mcp_gpu.errors import ConfigError
+
+ActionStatus = Literal["done", "manual", "nothing_to_do", "timed_out"]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class HttpCall(BaseModel):
+    """One HTTP exchange, as much as is safe to show: never headers, never bodies."""
+
+    method: str
+    path: str
+    status: int | None = Field(description="HTTP status; None when no answer came (timeout, connection error)")
+    note: str | None = None
+
+
+class ProviderResult(BaseModel):
+    """What a meter-stop call did, as the platform itself reported it."""
+
+    provider: str
+    action: str
+    instance_id: str
+    status: ActionStatus
+    final_state: str | None = Field(default=None, description="normalised: gone, stopped, stopping, running, ...")
+    vendor_state: str | None = Field(default=None, description="the platform's own word for the last state seen")
+    polls: int = 0
+    http_calls: list[HttpCall] = Field(default_factory=list)
+    elapsed_s: float = 0.0
+    message: str
+    hint: str | None = None
+    steps: list[str] = Field(default_factory=list, description="console steps a human must do (status=manual)")
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A platform's meter-stop verbs. `unsupported` maps an action to a sentence the model can repeat."""
+
+    name: str
+    actions: frozenset[str]
+    unsupported: Mapping[str, str]
+
+    async def act(self, action: str, instance_id: str) -> ProviderResult: ...
+
+
+# id → (module, class). Imported lazily so a broken or slow provider module never breaks the others.
+_HTTP: dict[str, tuple[str, str]] = {
+    "runpod": ("mcp_gpu.providers.runpod", "RunPodProvider"),
+    "vastai": ("mcp_gpu.providers.vastai", "VastAIProvider"),
+    "lambda": ("mcp_gpu.providers.lambda_labs", "LambdaProvider"),
+    "paperspace": ("mcp_gpu.providers.paperspace", "PaperspaceProvider"),
+}
+MANUAL = ("autodl", "hengyuan", "gpushare", "matpool", "featurize", "lanrui", "china", "generic-ssh", "ssh")
+_ALIASES = {"vast": "vastai", "vast.ai": "vastai", "lambda_labs": "lambda", "lambdalabs": "lambda", "bare-ssh": "ssh"}
+PROVIDERS: tuple[str, ...] = (*_HTTP, *MANUAL, "local")
+
+API_KEY_ENV: dict[str, str] = {
+    "runpod": "RUNPOD_API_KEY",
+    "vastai": "VAST_API_KEY",
+    "lambda": "LAMBDA_API_KEY",
+    "paperspace": "PAPERSPACE_API_KEY",
+}
+
+
+def base_url_env(name: str) -> str:
+    """The env var that overrides a provider's API base URL, e.g. MCP_GPU_RUNPOD_BASE_URL."""
+    return f"MCP_GPU_{name.upper().replace('-', '_')}_BASE_URL"
+
+
+def get_provider(
+    name: str,
+    *,
+    env: Mapping[str, str] = os.environ,
+    base_url: str | None = None,
+    http_timeout: float = 30.0,
+    poll_interval: float = 5.0,
+    poll_timeout: float = 600.0,
+    max_retries: int = 4,
+    manual_steps: Sequence[str] = (),
+    sleep: Sleep | None = None,
+) -> Provider:
+    """The provider for a platform id (a profile name: runpod, vastai, lambda, paperspace, autodl, ..., local).
+
+    Raises:
+        ConfigError: unknown platform, or its API key env var is unset.
+    """
+    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
+    if key in _HTTP:
+        import importlib
+
+        module, cls_name = _HTTP[key]
+        cls = getattr(importlib.import_module(module), cls_name)
+        var = API_KEY_ENV[key]
+        api_key = (env.get(var) or "").strip()
+        if not api_key:
+            raise ConfigError(
+                f"{var} is not set: mcp-gpu needs it to call the {cls.label} API",
+                hint=f"create an API key in the {cls.label} console ({cls.key_url}) and export {var}=<key> in the "
+                     f"environment of the MCP server or CLI (for an MCP client, its server 'env' block)",
+            )
+        provider: Provider = cls(
+            api_key,
+            base_url=base_url or env.get(base_url_env(key)) or None,
+            http_timeout=http_timeout,
+            poll_interval=poll_interval,
+            poll_timeout=poll_timeout,
+            max_retries=max_retries,
+            sleep=sleep,
+        )
+        return provider
+    if key in MANUAL:
+        from mcp_gpu.providers.manual import ManualProvider
+
+        return ManualProvider(key, steps=manual_steps)
+    if key == "local":
+        from mcp_gpu.providers.manual import LocalProvider
+
+        return LocalProvider()
+    raise ConfigError(f"unknown platform {name!r} for teardown",
+                      hint=f"use one of: {', '.join(PROVIDERS)}")
+
+
+__all__ = ["API_KEY_ENV", "MANUAL", "PROVIDERS", "ActionStatus", "HttpCall", "Provider", "ProviderResult",
+           "base_url_env", "get_provider"]
