@@ -1,0 +1,121 @@
+"""Phase 4: patrol every job on every host: one probe per host, all hosts at once, always a report.
+
+A host we cannot reach makes its jobs `unreachable` — an observation, never a verdict: nothing is marked
+failed and nothing destructive is suggested. Only log bytes new since the last patrol are read and triaged,
+so an error already reported never re-escalates.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, Field
+
+from mcp_gpu import log
+from mcp_gpu.app import App
+from mcp_gpu.errors import GpuError, NotFoundError
+from mcp_gpu.lifecycle import patrol_probe as probe
+from mcp_gpu.lifecycle.patrol_eval import JobPatrol, evaluate
+from mcp_gpu.models import JobRecord, iso
+from mcp_gpu.store import jobs as jobs_repo
+
+_log = log.get("mcp_gpu.patrol")
+
+
+class HostPatrol(BaseModel):
+    host: str
+    reachable: bool
+    jobs: int
+    round_trips: int
+    duration_s: float
+    error: str | None = None
+    oom_kills: int | None = None
+
+
+class PatrolReport(BaseModel):
+    at: str
+    duration_s: float
+    summary: list[str] = Field(description="one line per job; detail only where something is wrong")
+    changed: list[str] = Field(description="what changed since the last patrol")
+    next: str = Field(description="the next step for the agent")
+    jobs: list[JobPatrol]
+    hosts: list[HostPatrol]
+
+
+def select_jobs(app: App, job_ids: list[str] | None) -> list[JobRecord]:
+    if job_ids:
+        out = []
+        for jid in job_ids:
+            rec = jobs_repo.find(app.store, jid)
+            if rec is None:
+                raise NotFoundError(f"no job {jid!r}", hint="job_list shows the known jobs")
+            out.append(rec)
+        return out
+    return [j for j in jobs_repo.list_jobs(app.store) if not j.last_patrol.get("reported_final")
+            and not (j.state.finished and j.last_patrol.get("state") == j.state.value)]
+
+
+async def _patrol_host(app: App, host: str, jobs: list[JobRecord], out: dict[str, Any]) -> None:
+    t0 = time.monotonic()
+    try:
+        t = await app.transport(host)
+        res = await t.run_script(probe.script(), probe.build_args(jobs), timeout=app.settings.command_timeout)
+        facts = probe.parse(res.stdout)
+        out[host] = ("ok", facts, time.monotonic() - t0)
+    except GpuError as err:
+        _log.info("patrol_host_unreachable", host=host, code=err.code, message=err.message)
+        out[host] = ("unreachable", err, time.monotonic() - t0)
+
+
+async def patrol(app: App, job_ids: list[str] | None = None, *, stall_floor_s: float | None = None) -> PatrolReport:
+    """Observe the selected jobs (default: every job not yet reported finished) and record what changed."""
+    t0 = time.monotonic()
+    selected = select_jobs(app, job_ids)
+    by_host: dict[str, list[JobRecord]] = {}
+    for j in selected:
+        by_host.setdefault(j.host, []).append(j)
+    results: dict[str, Any] = {}
+    async with anyio.create_task_group() as tg:
+        for host, jobs in by_host.items():
+            tg.start_soon(_patrol_host, app, host, jobs, results)
+
+    job_reports: list[JobPatrol] = []
+    host_reports: list[HostPatrol] = []
+    for host, jobs in by_host.items():
+        status, payload, dt = results[host]
+        if status == "unreachable":
+            host_reports.append(HostPatrol(host=host, reachable=False, jobs=len(jobs), round_trips=1,
+                                           duration_s=round(dt, 3), error=str(payload.message)))
+            for j in jobs:
+                job_reports.append(await evaluate(app, j, None, None, unreachable=str(payload.message),
+                                                  stall_floor_s=stall_floor_s))
+            continue
+        hf, facts = payload
+        host_reports.append(HostPatrol(host=host, reachable=True, jobs=len(jobs), round_trips=1,
+                                       duration_s=round(dt, 3), oom_kills=hf.oom_kill))
+        for j in jobs:
+            job_reports.append(await evaluate(app, j, hf, facts.get(j.id), stall_floor_s=stall_floor_s))
+
+    changed = [f"{r.name}@{r.host}: {r.previous_state} → {r.state}" for r in job_reports if r.changed]
+    report = PatrolReport(at=iso(), duration_s=round(time.monotonic() - t0, 3),
+                          summary=[r.line for r in job_reports] or ["no jobs to patrol"], changed=changed,
+                          next=_next_step(job_reports), jobs=job_reports, hosts=host_reports)
+    return report
+
+
+def _next_step(reports: list[JobPatrol]) -> str:
+    bad = [r for r in reports if r.state in ("failed", "lost", "preempted", "stalled")]
+    if bad:
+        r = bad[0]
+        extra = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+        return f"{r.name}: {r.next}{extra}"
+    if any(r.state == "unreachable" for r in reports):
+        return "some hosts did not answer: patrol again later; do not cancel or tear down on that basis"
+    done = [r for r in reports if r.state == "succeeded"]
+    if done:
+        return f"verify_artifacts(job_id={done[0].job_id!r}) to pull and prove the results before any teardown"
+    if reports:
+        return "all running: patrol again in ~30 min"
+    return "nothing running: launch_detached starts a job"
