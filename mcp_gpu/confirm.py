@@ -122,12 +122,13 @@ class Confirmer:
                                          "the token stays valid until it expires")
         with self.store.atomic() as conn:
             cur = conn.execute("UPDATE tokens SET used_at=? WHERE nonce=? AND used_at IS NULL", (iso(), body["n"]))
-            if cur.rowcount != 1:
-                audit_log.append(self.store, "confirmation_refused", action=action, target=target,
-                                 detail={"reason": "replay"})
-                raise ConfirmationError("this confirmation token was already used",
-                                        hint="tokens work once; request a new one if the action is still wanted")
-            audit_log.append(self.store, "confirmation_accepted", action=action, target=target, detail={})
+            used = cur.rowcount == 1
+            if used:
+                audit_log.append(self.store, "confirmation_accepted", action=action, target=target, detail={})
+        if not used:  # recorded outside the transaction: a raise inside it would roll the record back
+            self._refuse(action, target, "replay")
+            raise ConfirmationError("this confirmation token was already used",
+                                    hint="tokens work once; request a new one if the action is still wanted")
 
     def _refuse(self, action: str, target: str, reason: str) -> None:
         audit_log.append(self.store, "confirmation_refused", action=action, target=target, detail={"reason": reason})
