@@ -39,6 +39,18 @@ class RunLayout:
     def meta(self) -> str:
         return f"{self.run_dir}/meta.json"
 
+    @property
+    def pgid(self) -> str:
+        return f"{self.run_dir}/pgid"
+
+    @property
+    def wrapper(self) -> str:
+        return f"{self.run_dir}/wrapper.sh"
+
+    @property
+    def cancelled(self) -> str:
+        return f"{self.run_dir}/cancelled"
+
     def script(self, sha: str) -> str:
         return f"{self.run_dir}/run-{sha[:12]}.sh"
 
@@ -65,6 +77,8 @@ class Observation:
     exit_signal: str | None = None
     scheduler_state: str | None = None
     detail: str = ""
+    heartbeat_age: float | None = None  # seconds since the wrapper's heartbeat, where the backend has one
+    cancelled: str | None = None  # the run dir's `cancelled` record (`<iso time> TERM|KILL|gone|session`)
 
 
 class Backend(Protocol):
