@@ -20,11 +20,11 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._report import write_section  # noqa: E402
-from mcp_gpu.app import App  # noqa: E402
-from mcp_gpu.config import Settings  # noqa: E402
-from mcp_gpu.lifecycle.audit import audit_env  # noqa: E402
-from tests.sshd import Sshd  # noqa: E402
+from benchmarks._report import write_section
+from mcp_gpu.app import App
+from mcp_gpu.config import Settings
+from mcp_gpu.lifecycle.audit import audit_env
+from tests.sshd import Sshd
 
 # The questions a shell checklist asks, one ssh call each (what the audit probe answers in one).
 NAIVE_QUESTIONS = [

@@ -19,6 +19,9 @@ TRIAGE_CLASSES: tuple[str, ...] = (
     "cuda_oom", "host_oom_killed", "nan_inf", "nccl_timeout", "disk_full", "inode_exhausted",
     "cuda_device_error", "preempted", "dataloader_error", "checkpoint_corrupt", "network_stall",
     "ssh_disconnect", "import_or_config_error", "traceback", "healthy",
+    # added later (extensions, never renames): a deliberate stop and a scheduler time limit are neither a crash
+    # nor a preemption (a relaunch-on-preempt policy must not act on them); stalled and lost are patrol verdicts
+    "time_limit", "cancelled", "stalled", "lost",
 )
 
 

@@ -311,8 +311,10 @@ def profile_checks(profile: Profile, disks: Disks, now: datetime | None = None) 
     out: list[Finding] = []
     durable = h.durable_dir
     if durable and "<" not in durable and _covers(disks, durable) is None:
+        # on a workstation nothing is rented: a missing durable dir is advice, not a warning
         out.append(finding(
-            "durable_dir_missing", "warn", f"{h.title}: durable dir {durable} is not there",
+            "durable_dir_missing", "info" if h.kind == "workstation" else "warn",
+            f"{h.title}: durable dir {durable} is not there",
             evidence=[f"probed: {', '.join(sorted(disks)) or 'nothing'}"],
             remedy=f"attach/create the {h.title} storage that survives destroy (see gpu://profiles/{h.name}, Storage) "
                    "or set an explicit durable path before launching; results left on local disk die with the box"))

@@ -114,6 +114,10 @@ class Gotcha(BaseModel):
         return any(s.kind in ("substring", "regex") for s in self.signals)
 
 
+TRAINING_FAMILIES = frozenset({"memory", "precision", "distributed", "multinode", "checkpoint", "throughput", "data",
+                               "convergence", "llm", "vision", "diffusion", "rl", "vlm"})
+
+
 class Catalogue:
     def __init__(self, entries: list[Gotcha]) -> None:
         self.entries = entries
@@ -136,6 +140,9 @@ class Catalogue:
         key = key.strip()
         if "." in key:
             fam, short = key.split(".", 1)
+            if fam.lower() == "train":  # triage's shorthand: any training family
+                hits = [g for g in self._by_short.get(short.upper(), []) if g.family in TRAINING_FAMILIES]
+                return hits[0] if len(hits) == 1 else None
             return self.by_id.get(f"{fam.lower()}.{short.upper()}") or self.by_id.get(key)
         hits = self._by_short.get(key.upper(), [])
         return hits[0] if len(hits) == 1 else None

@@ -22,13 +22,26 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from mcp_gpu import profiles
 from mcp_gpu.app import App
 from mcp_gpu.errors import ConfigError
 from mcp_gpu.lifecycle.audit_parse import (
-    HARMFUL_THROTTLE, Disk, Gpu, Memory, PythonEnv, apply_remapped, kv, parse_disks, parse_gpus, parse_memory,
-    parse_python, parse_xids, split_sections,
+    HARMFUL_THROTTLE,
+    Disk,
+    Gpu,
+    Memory,
+    PythonEnv,
+    apply_remapped,
+    kv,
+    parse_disks,
+    parse_gpus,
+    parse_memory,
+    parse_python,
+    parse_xids,
+    split_sections,
 )
-from mcp_gpu.models import Finding, Verdict, finding, iso, verdict_of
+from mcp_gpu.models import Finding, Severity, Verdict, finding, iso, verdict_of
+from mcp_gpu.profiles import Profile
 
 GiB = 1 << 30
 INODE_WARN, INODE_ERR = 90.0, 98.0
@@ -127,7 +140,7 @@ def gpu_findings(rc: int, gpus: list[Gpu], err: str, xids: list[tuple[int, str]]
                                remedy="another process or zombie VRAM holds this GPU: check "
                                       "`nvidia-smi --query-compute-apps=pid,used_memory --format=csv`"))
     for code, line in xids:
-        sev = "critical" if code in XID_CRITICAL else "error" if code in XID_ERROR else "warn"
+        sev: Severity = "critical" if code in XID_CRITICAL else "error" if code in XID_ERROR else "warn"
         out.append(finding("cuda_device_error", sev, f"kernel reported NVIDIA Xid {code}", gotcha="U22",
                            evidence=[line], remedy="Xid 48/79/95 mean a dead or off-the-bus GPU: re-rent now"
                            if sev == "critical" else "look the Xid up in NVIDIA's Xid catalogue; re-rent if it repeats"))
@@ -144,14 +157,14 @@ def disk_findings(disks: list[Disk], run_probe: str | None) -> list[Finding]:
         ev = [f"{d.path} on {d.mount}: {_fmt_bytes(d.bytes_free)} free of {_fmt_bytes(d.bytes_total)}, "
               f"inodes {d.inodes_total - d.inodes_free}/{d.inodes_total} used ({d.inodes_used_pct:.0f} %)"]
         if d.inodes_used_pct >= INODE_WARN:
-            sev = "error" if d.inodes_used_pct >= INODE_ERR else "warn"
+            sev: Severity = "error" if d.inodes_used_pct >= INODE_ERR else "warn"
             out.append(finding("inode_exhausted", sev, f"{d.mount}: inodes {d.inodes_used_pct:.0f} % used",
                                gotcha="U7", evidence=ev,
                                remedy="writes will fail with 'No space left on device' while df -h looks fine: "
                                       "delete or tar small files, cap per-step outputs"))
         if d.bytes_used_pct >= BYTES_WARN and d.mount != "/dev/shm":
-            sev = "error" if d.bytes_used_pct >= BYTES_ERR else "warn"
-            out.append(finding("disk_full", sev, f"{d.mount}: {d.bytes_used_pct:.0f} % full", gotcha="U6",
+            bsev: Severity = "error" if d.bytes_used_pct >= BYTES_ERR else "warn"
+            out.append(finding("disk_full", bsev, f"{d.mount}: {d.bytes_used_pct:.0f} % full", gotcha="U6",
                                evidence=ev, remedy="free space or grow the disk before launching: torch.save on a "
                                                   "full disk leaves truncated checkpoints"))
         if d.path == "/dev/shm" and d.bytes_total < SHM_MIN:
@@ -216,16 +229,12 @@ def budget_check(disks: list[Disk], run_probe: str | None, checkpoint_gb: float 
                                            "before launching; never shrink the experiment silently")]
 
 
-def _profile_extras(platform: str | None, disks: list[Disk], first: bool) -> tuple[list[str], list[Finding]]:
-    """Platform knowledge from profiles/ (danger clocks, survival, caps); absent profiles cost nothing."""
-    if not platform:
+def _profile_extras(prof: Profile | None, disks: list[Disk], first: bool) -> tuple[list[str], list[Finding]]:
+    """Platform knowledge from profiles/ (danger clocks, survival, caps)."""
+    if prof is None:
         return [], []
-    try:
-        from mcp_gpu import profiles
-    except ImportError:
-        return [], []
-    prof = profiles.load_profile(platform)
-    table = {d.path: (d.bytes_free, d.inodes_total - d.inodes_free, d.inodes_total) for d in disks}
+    table = {d.profile_path: (d.bytes_free, d.inodes_total - d.inodes_free, d.inodes_total)
+             for d in disks if d.profile_path}
     checks: list[Finding] = list(profiles.profile_checks(prof, table))
     brief: list[str] = list(profiles.platform_briefing(prof)) if first else []
     return brief, checks
@@ -243,9 +252,12 @@ async def audit_env(app: App, host: str, platform: str | None = None, checkpoint
 
     rec = hosts_repo.find(app.store, host)
     platform = platform or (rec.platform if rec else None) or ("local" if host == "local" else None)
+    prof = profiles.load_profile(platform) if platform else None
     t = await app.transport(host)
     t0 = time.monotonic()
-    res = await t.run_script(probe_script(), [run_dir or "", python], timeout=app.settings.command_timeout + 30)
+    extra = prof.probe_paths() if prof else []
+    res = await t.run_script(probe_script(), [run_dir or "", python, *extra],
+                             timeout=app.settings.command_timeout + 30)
     duration = time.monotonic() - t0
     sec = split_sections(res.stdout)
     meta = kv(sec.get("meta", []))
@@ -264,7 +276,7 @@ async def audit_env(app: App, host: str, platform: str | None = None, checkpoint
     budget, bf = budget_check(disks, dmeta.get("run_probe"), checkpoint_gb, keep, scratch_gb)
     findings += bf
     first = not app.store.query("SELECT 1 FROM audits WHERE platform IS ? LIMIT 1", (platform,))
-    briefing, pf = _profile_extras(platform, disks, first)
+    briefing, pf = _profile_extras(prof, [d for d in disks], first)
     findings += pf
     if not xid_readable and gpus:
         findings.append(finding("xid_unreadable", "info", "kernel log not readable: Xid errors cannot be checked",
@@ -291,7 +303,11 @@ def summarize(r: AuditReport, meta: dict[str, Any]) -> list[str]:
                      f"; driver {r.gpus[0].driver}; {used} MiB in use; max {max(g.temperature_c or 0 for g in r.gpus)} C")
     else:
         lines.append("GPUs: none visible")
+    shown: set[str] = set()
     for d in r.disks:
+        if d.path in shown:
+            continue
+        shown.add(d.path)
         lines.append(f"disk {d.path} ({d.mount}): {_fmt_bytes(d.bytes_free)} free of {_fmt_bytes(d.bytes_total)}, "
                      f"inodes {d.inodes_used_pct:.0f} % used")
     m = r.memory

@@ -40,6 +40,7 @@ class Gpu(BaseModel):
 
 class Disk(BaseModel):
     path: str
+    profile_path: str | None = None
     mount: str
     bytes_total: int
     bytes_free: int
@@ -194,7 +195,7 @@ def parse_xids(lines: list[str]) -> tuple[bool, list[tuple[int, str]]]:
 def parse_disks(lines: list[str]) -> tuple[dict[str, str], list[Disk]]:
     meta = kv([ln for ln in lines if not ln.startswith("path=")])
     disks: list[Disk] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str | None]] = set()
     for line in lines:
         if not line.startswith("path="):
             continue
@@ -204,11 +205,12 @@ def parse_disks(lines: list[str]) -> tuple[dict[str, str], list[Disk]]:
         if len(b) < 6 or len(i) < 6:
             continue
         path = parts["path"]
-        if path in seen:
+        key = (path, parts.get("orig"))
+        if key in seen:
             continue
-        seen.add(path)
-        disks.append(Disk(path=path, mount=b[5], bytes_total=int(b[1]), bytes_free=int(b[3]),
-                          inodes_total=_int(i[1]) or 0, inodes_free=_int(i[3]) or 0))
+        seen.add(key)
+        disks.append(Disk(path=path, profile_path=parts.get("orig"), mount=b[5], bytes_total=int(b[1]),
+                          bytes_free=int(b[3]), inodes_total=_int(i[1]) or 0, inodes_free=_int(i[3]) or 0))
     return meta, disks
 
 

@@ -98,11 +98,45 @@ async def patrol(app: App, job_ids: list[str] | None = None, *, stall_floor_s: f
         for j in jobs:
             job_reports.append(await evaluate(app, j, hf, facts.get(j.id), stall_floor_s=stall_floor_s))
 
+    by_id = {j.id: j for j in selected}
+    for r in job_reports:
+        if r.state == "preempted" and r.changed:
+            await _maybe_relaunch(app, by_id[r.job_id], r)
     changed = [f"{r.name}@{r.host}: {r.previous_state} → {r.state}" for r in job_reports if r.changed]
     report = PatrolReport(at=iso(), duration_s=round(time.monotonic() - t0, 3),
                           summary=[r.line for r in job_reports] or ["no jobs to patrol"], changed=changed,
                           next=_next_step(job_reports), jobs=job_reports, hosts=host_reports)
     return report
+
+
+async def _maybe_relaunch(app: App, job: JobRecord, r: JobPatrol) -> None:
+    """The only automatic action patrol may take, and only when the job opted in: `on_preempt: relaunch`,
+    within its restart budget, on a preemption with corroborating evidence. Off by default."""
+    opts = dict(job.spec.get("options") or {})
+    if opts.get("on_preempt") != "relaunch":
+        return
+    budget = int(opts.get("max_restarts", 2))
+    evidence = [f for f in r.findings if f.cls == "preempted" and f.evidence]
+    if r.primary != "preempted" or not evidence:
+        r.next = "preemption not corroborated by the log or scheduler: not relaunching; " + r.next
+        return
+    if job.attempt - 1 >= budget:
+        r.next = f"restart budget ({budget}) used up: not relaunching; decide with the user"
+        return
+    from mcp_gpu.lifecycle.launch import launch_detached
+
+    try:
+        res = await launch_detached(app, job.host, job.command, job.workdir, job.name, backend=job.backend,
+                                    secret_env=list(job.spec.get("secret_env") or []),
+                                    probe_s=float(job.spec.get("probe_s") or 30),
+                                    run_root=job.spec.get("run_root"), outputs=list(job.spec.get("outputs") or []),
+                                    relaunch=True, options=opts)
+    except GpuError as err:
+        r.next = f"automatic relaunch failed ({err.message}); relaunch by hand after checking the host"
+        return
+    r.relaunched = res.job_id
+    r.next = f"relaunched as {res.job_id} (attempt {res.attempt} of {budget + 1}) per on_preempt=relaunch"
+    r.line += f" → relaunched {res.job_id}"
 
 
 def _next_step(reports: list[JobPatrol]) -> str:

@@ -65,6 +65,7 @@ class JobPatrol(BaseModel):
     skipped_log_bytes: int = 0
     exit_code: int | None = None
     history: list[dict[str, Any]] = Field(default_factory=list)
+    relaunched: str | None = Field(default=None, description="new job id when on_preempt=relaunch acted")
 
 
 def _progress(lines: list[str]) -> ProgressView | None:

@@ -15,15 +15,12 @@ LOG_CAP = 256 * 1024  # new log bytes read per job per patrol; beyond that the n
 
 
 def script() -> str:
-    from mcp_gpu.backends import wrapper
-
-    body = importlib.resources.files("mcp_gpu.probes").joinpath("patrol.sh").read_text()
-    return "set -u\n" + wrapper._GROUP + "\n" + body
+    return importlib.resources.files("mcp_gpu.probes").joinpath("patrol.sh").read_text()
 
 
 def sched_id(job: JobRecord) -> str:
     h = job.handle
-    return str(h.get("slurm_id") or h.get("slurm_job_id") or h.get("k8s_name") or h.get("job_name") or "")
+    return str(h.get("slurm_job_id") or h.get("k8s_job") or "")
 
 
 def build_args(jobs: list[JobRecord], cap: int = LOG_CAP) -> list[str]:

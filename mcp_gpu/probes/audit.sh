@@ -1,8 +1,10 @@
 # mcp-gpu audit probe: ONE round trip gathers everything audit_env needs. Static text: values arrive
-# as positional arguments ($1 run/checkpoint dir, $2 python), never spliced into this script.
+# as positional arguments ($1 run/checkpoint dir, $2 python, $3... profile paths to measure), never spliced in.
 # Each section starts with a line "@@<name>" so the parser can split the output.
 run_dir=${1:-}
 py=${2:-python3}
+shift 2 2>/dev/null || shift $#
+extra=("$@")
 export LC_ALL=C
 sec() { printf '\n@@%s\n' "$1"; }
 
@@ -39,6 +41,14 @@ for p in / "$HOME" ${probe_dir:+"$probe_dir"} /dev/shm; do
   b=$(df -P -B1 -- "$p" 2>/dev/null | tail -n 1)
   i=$(df -P -i -- "$p" 2>/dev/null | tail -n 1)
   printf 'path=%s\tbytes=%s\tinodes=%s\n' "$p" "$b" "$i"
+done
+# the platform profile's data/durable dirs: measured only where they exist (keyed by the profile's spelling)
+for orig in "${extra[@]}"; do
+  case $orig in "~") p=$HOME;; "~/"*) p=$HOME/${orig#"~/"};; '$HOME/'*) p=$HOME/${orig#'$HOME/'};; *) p=$orig;; esac
+  [ -e "$p" ] || continue
+  b=$(df -P -B1 -- "$p" 2>/dev/null | tail -n 1)
+  i=$(df -P -i -- "$p" 2>/dev/null | tail -n 1)
+  printf 'path=%s\tbytes=%s\tinodes=%s\torig=%s\n' "$p" "$b" "$i" "$orig"
 done
 
 sec cgroup

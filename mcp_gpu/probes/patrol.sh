@@ -1,12 +1,17 @@
 # mcp-gpu patrol probe: ONE round trip per host for all its jobs. Static text; values arrive as arguments:
 #   CAP  then, per job:  JOB ID BACKEND RUN_DIR OFFSET TMUX_SOCK TMUX_SESS SCHED_ID N_OUT OUT_1 .. OUT_N
 # Prints "@@host" facts, then "@@job ID" blocks of key=value lines; new log bytes come base64-encoded.
-# Expects group_alive / pid_alive / session_alive (shared with the job wrapper) defined above this text.
 set -u
 export LC_ALL=C
 cap=$1; shift
 now=$(date +%s)
 age() { local m; m=$(stat -c %Y -- "$1" 2>/dev/null) && echo $(( now - m )) || echo -; }
+# one process table for every job: "pid pgid stat" (zombies count as gone; tmux may reap late)
+procs=$(ps -e -o pid=,pgid=,stat= 2>/dev/null)
+in_group() { case $1 in ''|*[!0-9]*) return 0;; esac
+  awk -v g="$1" '$2==g && $3 !~ /^[ZX]/ {printf "%s,", $1}' <<< "$procs"; }
+pid_alive() { case $1 in ''|*[!0-9]*) return 1;; esac
+  awk -v p="$1" '$1==p && $3 !~ /^[ZX]/ {f=1} END {exit !f}' <<< "$procs"; }
 
 echo "@@host"
 echo "now=$now"
@@ -34,14 +39,11 @@ while [ $# -gt 0 ]; do
   [ -f "$rd/cancelled" ] && echo "cancelled=$(head -c 100 -- "$rd/cancelled")"
   pid=$(cat -- "$rd/pid" 2>/dev/null) pg=$(cat -- "$rd/pgid" 2>/dev/null)
   pa=0; pid_alive "$pid" && pa=1; echo "pid_alive=$pa"
-  ga=0; group_alive "$pg" && ga=1; echo "group_alive=$ga"
+  pids=$(in_group "$pg" | head -c 600)
+  ga=0; [ -n "$pids" ] && ga=1; echo "group_alive=$ga"
+  [ -n "$pids" ] && echo "pids=${pids%,}"
   if [ "$backend" = tmux ] && [ -n "$sock" ] && command -v tmux >/dev/null 2>&1; then
-    sa=0; session_alive && sa=1; echo "session=$sa"
-  fi
-  if [ "$ga" = 1 ] && [ -d /proc ]; then
-    pids=$(for f in /proc/[0-9]*/stat; do read -r st < "$f" 2>/dev/null || continue; p=${f#/proc/}; p=${p%/stat}
-      st=${st##*) }; set -- $st; [ "$3" = "$pg" ] && printf '%s,' "$p"; done | head -c 600)
-    echo "pids=${pids%,}"
+    sa=0; tmux -L "$sock" has-session -t "=$sess" 2>/dev/null && sa=1; echo "session=$sa"
   fi
   case $backend in
     slurm)

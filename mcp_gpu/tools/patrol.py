@@ -3,10 +3,28 @@
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from mcp_gpu.lifecycle.patrol import PatrolReport, patrol
 from mcp_gpu.tools._base import READ_ONLY, app_of, gpu_tool
+
+
+def render(report: PatrolReport) -> str:
+    """What the model reads: one line per job, detail only where something is wrong, and `next`.
+    The full report rides along as structured content for clients that want it."""
+    out = [f"patrol {report.at}: {len(report.jobs)} job(s) on {len(report.hosts)} host(s) in {report.duration_s:.2f}s"]
+    out += report.summary
+    for j in report.jobs:
+        for f in j.findings:
+            if f.severity in ("error", "critical"):
+                out.append(f"  {j.name}: [{f.severity}] {f.cls} ({f.gotcha or '-'}): {f.title}")
+                out += [f"    | {e}" for e in f.evidence[:3]]
+                out.append(f"    → {f.remedy}")
+    if report.changed:
+        out.append("changed: " + "; ".join(report.changed))
+    out.append("next: " + report.next)
+    return "\n".join(out)
 
 
 def register(server: MCPServer) -> None:
@@ -16,9 +34,11 @@ def register(server: MCPServer) -> None:
         ctx: Context[Any, Any],
         job_ids: Annotated[list[str] | None, Field(description="jobs to look at; default: every job not yet "
                                                                "reported finished")] = None,
-    ) -> PatrolReport:
+    ) -> Annotated[CallToolResult, PatrolReport]:
         """Look at every job on every host (one probe per host, all hosts at once): alive, progress, stall, GPU,
         disk, newest checkpoint, and the log lines new since the last patrol, triaged into fixed classes with
         their remedy. `unreachable` means the host did not answer — it is NOT a failure: never cancel or tear down
-        because of it. Read `summary` and `next`; details sit only on jobs with findings."""
-        return await patrol(app_of(ctx), job_ids)
+        because of it. Read the summary lines and `next`; details appear only for jobs with findings."""
+        report = await patrol(app_of(ctx), job_ids)
+        return CallToolResult(content=[TextContent(type="text", text=render(report))],
+                              structured_content=report.model_dump(mode="json", by_alias=True))

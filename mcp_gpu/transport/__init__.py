@@ -8,11 +8,12 @@ non-zero is a record, not an error (`check=True` opts in); a connection that dro
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import BinaryIO, Literal, Protocol
 
 from mcp_gpu.errors import CommandFailed
 
@@ -56,6 +57,53 @@ class FileStat:
     is_dir: bool
 
 
+@dataclass(frozen=True)
+class Downloaded:
+    """What `download` left in the local file: its SHA-256 over ALL bytes (the resumed prefix included),
+    its size, and how many bytes this call moved over the wire."""
+
+    sha256: str
+    size: int
+    moved: int
+
+
+ProgressFn = Callable[[int], None]
+"""Called with the number of bytes that just arrived (a delta), synchronously, in order."""
+
+
+class LocalWriteError(Exception):
+    """Wraps an OSError from the LOCAL side of a download (disk full, permissions) so transports never
+    mistake it for a dropped link; `download` re-raises the original OSError."""
+
+    def __init__(self, err: OSError) -> None:
+        super().__init__(str(err))
+        self.err = err
+
+
+def open_partial(local: str, offset: int, digest: hashlib._Hash, block: int = 1 << 20) -> BinaryIO:
+    """Open `local` for appending at `offset` (truncating anything beyond it) after feeding the bytes
+    already there into `digest`. Returns a binary file positioned at `offset`."""
+    try:
+        f = open(local, "r+b") if offset > 0 else open(local, "wb")  # noqa: SIM115 (caller closes)
+        try:
+            f.seek(0)
+            left = offset
+            while left > 0:
+                chunk = f.read(min(block, left))
+                if not chunk:
+                    raise OSError(f"{local} is shorter than the resume offset {offset}")
+                digest.update(chunk)
+                left -= len(chunk)
+            f.truncate(offset)
+            f.seek(offset)
+        except BaseException:
+            f.close()
+            raise
+    except OSError as exc:
+        raise LocalWriteError(exc) from exc
+    return f
+
+
 def display(argv: Sequence[str], limit: int = 120) -> str:
     """A short, quoted rendering of an argv for messages (scripts collapse to their first line)."""
     parts = [a if "\n" not in a else "<script>" for a in argv]
@@ -80,6 +128,13 @@ class Transport(Protocol):
     async def stat(self, path: str) -> FileStat | None: ...
 
     def iter_file(self, path: str, *, offset: int = 0, block: int = 256 * 1024) -> AsyncIterator[bytes]: ...
+
+    async def download(self, remote: str, local: str, *, offset: int = 0,
+                       on_progress: ProgressFn | None = None) -> Downloaded:
+        """Copy `remote` into `local` from `offset` on (the first `offset` local bytes are kept and hashed),
+        hashing while streaming. A dropped link raises TransportError with `local` holding every byte that
+        arrived, in order, so a later call can resume; a local write error raises the original OSError."""
+        ...
 
     async def aclose(self) -> None: ...
 

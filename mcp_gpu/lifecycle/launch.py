@@ -1,0 +1,269 @@
+"""Phase 3, launch: an immutable run script, detached under tmux/nohup/Slurm/Kubernetes, and a first-minute probe.
+
+Idempotent: a job with the same name on the same host that is still running (checked on the host, not only
+in the registry) is returned, never started twice. Launching a finished name again is a new attempt linked
+to the previous one. Secrets are named, read from the server's own environment, sent over stdin, and never
+stored, logged or returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, Field
+
+from mcp_gpu import log
+from mcp_gpu.app import App
+from mcp_gpu.backends import Backend, LaunchSpec, Observation, RunLayout
+from mcp_gpu.backends.registry import choose_backend
+from mcp_gpu.backends.wrapper import ENV_NAME_RE, PREPARE, WRAPPER, command_sha, normalise_command, parse_kv
+from mcp_gpu.errors import CommandFailed, ConfigError, GateRefused, GpuError
+from mcp_gpu.lifecycle.jobs import refresh_job, state_from
+from mcp_gpu.models import Finding, JobRecord, JobState, check_name, finding, iso
+from mcp_gpu.store import jobs as jobstore
+from mcp_gpu.transport import Transport, monotonic
+
+_log = log.get("mcp_gpu.launch")
+_locks: dict[tuple[str, str], asyncio.Lock] = {}
+FIRST_LINES = 20
+
+
+class LaunchResult(BaseModel):
+    job_id: str
+    name: str
+    host: str
+    backend: str
+    state: JobState
+    run_dir: str
+    log: str
+    reused: bool = Field(description="an attempt with this name was already running: nothing new was started")
+    attempt: int
+    previous_id: str | None = None
+    script_sha: str
+    exit_code: int | None = None
+    exit_signal: str | None = None
+    first_lines: list[str] = Field(default_factory=list)
+    last_lines: list[str] = Field(default_factory=list, description="the end of the log when it is longer")
+    findings: list[Finding] = Field(default_factory=list)
+    next: str
+
+
+def _check_text(value: str, what: str, *, allow_newline: bool = False) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{what} is empty", hint=f"give a {what}")
+    if "\0" in value or (not allow_newline and ("\n" in value or "\r" in value)):
+        raise ConfigError(f"{what} {value!r} contains a NUL byte or a line break",
+                          hint=f"use a plain {what} on one line")
+    return value
+
+
+def check_env_name(name: str) -> str:
+    if not isinstance(name, str) or not ENV_NAME_RE.match(name):
+        raise ConfigError(f"invalid environment variable name {name!r}",
+                          hint="use letters, digits and _ only, not starting with a digit (e.g. HF_TOKEN)")
+    return name
+
+
+def read_secrets(names: list[str] | None) -> dict[str, str]:
+    """Values of the named variables from this server's environment; registered for redaction."""
+    out: dict[str, str] = {}
+    for name in names or []:
+        check_env_name(name)
+        value = os.environ.get(name)
+        if value is None:
+            raise ConfigError(f"secret env var {name} is not set in the mcp-gpu server's environment",
+                              hint=f"export {name} where the server (or the CLI) runs, then launch again; "
+                                   "never pass secret values as arguments")
+        if "\0" in value:
+            raise ConfigError(f"the value of {name} contains a NUL byte", hint="environment values cannot hold NUL")
+        log.register_secret(value)
+        out[name] = value
+    return out
+
+
+def _traceback_findings(lines: list[str], exit_code: int | None, exit_signal: str | None) -> list[Finding]:
+    """Findings from the triage engine when present, else a minimal local traceback detector."""
+    try:
+        from mcp_gpu.triage.engine import triage
+    except ImportError:
+        triage = None  # type: ignore[assignment]
+    if triage is not None:
+        return list(triage(lines, exit_code=exit_code, exit_signal=exit_signal).findings)
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call last)")), None)
+    if start is None:
+        return []
+    tail = lines[start:]
+    last = next((ln for ln in reversed(tail) if ln and not ln.startswith((" ", "\t"))), tail[-1])
+    cls = "import_or_config_error" if last.startswith(("ModuleNotFoundError", "ImportError")) else "traceback"
+    return [finding(cls, "error", last[:200], evidence=tail[-12:], remedy="fix the error and launch again")]
+
+
+def _has_traceback(lines: list[str]) -> bool:
+    return any(ln.startswith("Traceback (most recent call last)") for ln in lines)
+
+
+async def _log_lines(t: Transport, layout: RunLayout) -> list[str]:
+    data = await t.read_tail(layout.log, 256 * 1024)
+    lines = [log.scrub(x.rstrip("\r").rsplit("\r", 1)[-1]) for x in data.decode("utf-8", "replace").split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _next(res: LaunchResult) -> str:
+    if res.reused:
+        return (f"`{res.name}` is already running on {res.host} ({res.job_id}, attempt {res.attempt}); nothing was "
+                f"started. Watch it with patrol or job_logs {res.job_id}.")
+    if res.state is JobState.running:
+        return (f"running under {res.backend} on {res.host}. Check progress with patrol (every ~30 min) or "
+                f"job_logs {res.job_id}; stop it with job_cancel {res.job_id}.")
+    if res.state is JobState.succeeded:
+        return f"it already finished with exit 0; pull the results with verify_artifacts for {res.job_id}."
+    if res.state is JobState.failed:
+        cause = res.findings[0].title if res.findings else f"exit {res.exit_code}"
+        return (f"it failed in its first seconds ({cause}). Fix it, smoke it with smoke_cpu, and launch again "
+                f"with the same name (attempt {res.attempt + 1}).")
+    return f"state {res.state.value}: read job_logs {res.job_id} before doing anything else."
+
+
+def _result(rec: JobRecord, *, reused: bool, lines: list[str], findings: list[Finding]) -> LaunchResult:
+    layout = RunLayout(rec.run_dir)
+    res = LaunchResult(job_id=rec.id, name=rec.name, host=rec.host, backend=rec.backend, state=rec.state,
+                       run_dir=rec.run_dir, log=layout.log, reused=reused, attempt=rec.attempt,
+                       previous_id=rec.previous_id, script_sha=rec.script_sha, exit_code=rec.exit_code,
+                       exit_signal=rec.exit_signal, first_lines=lines[:FIRST_LINES],
+                       last_lines=lines[-FIRST_LINES:] if len(lines) > FIRST_LINES else [], findings=findings, next="")
+    res.next = _next(res)
+    return res
+
+
+async def probe(app: App, t: Transport, backend: Backend, rec: JobRecord, probe_s: float,
+                interval: float = 1.0) -> tuple[JobRecord, list[str], list[Finding]]:
+    """Watch a fresh job until its first output settles, it exits, or `probe_s` passes."""
+    layout = RunLayout(rec.run_dir)
+    deadline = monotonic() + max(0.0, probe_s)
+    quiet_polls = 0
+    lines: list[str] = []
+    obs = Observation(alive=None)
+    got: dict[str, Any] = {}
+
+    async def _obs() -> None:
+        got["obs"] = await backend.observe(t, rec.handle, layout)
+
+    async def _lines() -> None:
+        got["lines"] = await _log_lines(t, layout)
+
+    while True:
+        async with anyio.create_task_group() as tg:  # two channels on one connection, one round trip of wall time
+            tg.start_soon(_obs)
+            tg.start_soon(_lines)
+        obs, lines = got["obs"], got["lines"]
+        if obs.alive is False:
+            break
+        if lines and not _has_traceback(lines):
+            quiet_polls += 1
+            if quiet_polls >= 2:  # output seen on two polls and no traceback: it started
+                break
+        if monotonic() >= deadline:
+            break
+        await anyio.sleep(min(interval, max(0.05, deadline - monotonic())))
+    new = state_from(obs)
+    if new is not None:
+        rec = jobstore.set_state(app.store, rec.id, new, kind="probe", exit_code=obs.exit_code,
+                                 exit_signal=obs.exit_signal, detail={"detail": obs.detail})
+    else:
+        jobstore.append_event(app.store, rec.id, "probe", rec.state, {"detail": obs.detail, "lines": len(lines)})
+    findings = _traceback_findings(lines, rec.exit_code, rec.exit_signal) if lines or new else []
+    return rec, lines, findings
+
+
+async def launch_detached(app: App, host: str, command: str, workdir: str, name: str, backend: str = "auto",
+                          env: dict[str, str] | None = None, secret_env: list[str] | None = None,
+                          probe_s: float = 60, run_root: str | None = None, outputs: list[str] | None = None,
+                          relaunch: bool = False, options: dict[str, Any] | None = None) -> LaunchResult:
+    """Start `command` detached on `host` from `workdir` as job `name` (see the module doc)."""
+    check_name(name, "job name")
+    _check_text(host, "host")
+    _check_text(command, "command", allow_newline=True)
+    _check_text(workdir, "workdir")
+    if run_root is not None:
+        _check_text(run_root, "run_root")
+    outs = [_check_text(o, "output dir") for o in (outputs or [])] or [workdir.rstrip("/") + "/checkpoints"]
+    env = dict(env or {})
+    for k, v in env.items():
+        check_env_name(k)
+        if not isinstance(v, str) or "\0" in v:
+            raise ConfigError(f"the value of env {k} is not a string without NUL bytes", hint="pass strings")
+    secrets = read_secrets(secret_env)
+    opts = dict(options or {})
+    if probe_s < 0:
+        raise ConfigError("probe_s must be >= 0", hint="e.g. 60")
+    t = await app.transport(host)
+
+    lock = _locks.setdefault((host, name), asyncio.Lock())
+    async with lock:
+        prev = jobstore.find_by_name(app.store, host, name)
+        if prev is not None and not prev.state.finished:
+            prev, obs = await refresh_job(app, prev, t)
+            if obs is None or not prev.state.finished:  # still alive there (or cannot tell): never start twice
+                lines = await _log_lines(t, RunLayout(prev.run_dir)) if prev.run_dir else []
+                jobstore.append_event(app.store, prev.id, "reused", prev.state, {})
+                return _result(prev, reused=True, lines=lines, findings=[])
+        profile_default = opts.pop("profile_backend", None)
+        chosen = await choose_backend(t, backend, profile_default)
+        script_text = normalise_command(command)
+        sha = command_sha(script_text)
+        now = iso()
+        rec = JobRecord(
+            id=jobstore.new_id(), host=host, name=name, backend=chosen.name, state=JobState.launching,
+            attempt=(prev.attempt + 1) if prev else 1, previous_id=prev.id if prev else None, command=script_text,
+            workdir=workdir, run_dir="", script_sha=sha, created_at=now, updated_at=now,
+            spec={"env_names": sorted(env), "secret_env": sorted(secrets), "outputs": outs, "run_root": run_root,
+                  "probe_s": probe_s, "relaunch": relaunch, "options": opts},
+        )
+        rec = jobstore.insert(app.store, rec)
+        jobstore.append_event(app.store, rec.id, "created", rec.state,
+                              {"backend": chosen.name, "attempt": rec.attempt, "previous_id": rec.previous_id})
+        try:
+            rec = await _start(app, t, chosen, rec, env, secrets, opts, run_root)
+        except GpuError as err:
+            jobstore.set_state(app.store, rec.id, JobState.failed, kind="launch_failed",
+                               detail={"code": err.code, "message": log.scrub(err.message)})
+            raise
+    rec, lines, findings = await probe(app, t, chosen, rec, probe_s, interval=float(opts.get("probe_interval_s", 1.0)))
+    res = _result(rec, reused=False, lines=lines, findings=findings)
+    _log.info("launched", job_id=rec.id, host=host, name=name, backend=chosen.name, state=rec.state.value)
+    return res
+
+
+async def _start(app: App, t: Transport, backend: Backend, rec: JobRecord, env: dict[str, str],
+                 secrets: dict[str, str], opts: dict[str, Any], run_root: str | None) -> JobRecord:
+    meta = json.dumps({"job_id": rec.id, "name": rec.name, "host": rec.host, "backend": rec.backend,
+                       "attempt": rec.attempt, "previous_id": rec.previous_id, "command_sha256": rec.script_sha,
+                       "script": f"run-{rec.script_sha[:12]}.sh", "env_names": sorted(env),
+                       "secret_env_names": sorted(secrets), "outputs": rec.spec.get("outputs", []),
+                       "workdir": rec.workdir, "created_at": rec.created_at}, indent=1, ensure_ascii=False)
+    res = await t.run_script(PREPARE, [run_root or "", rec.id, rec.script_sha[:12], rec.command, WRAPPER,
+                                       meta + "\n", rec.workdir], timeout=60)
+    if res.exit_status == 10:
+        raise ConfigError(f"{t.host}: workdir {rec.workdir!r} does not exist there",
+                          hint="create it or sync the code first; nothing was started")
+    if res.exit_status == 11:
+        raise GateRefused(f"{t.host}: {res.stderr.strip()}", hint="a running job's script is never overwritten")
+    if not res.ok:
+        raise CommandFailed(f"{t.host}: preparing the run directory failed (exit {res.exit_status}): "
+                            f"{' | '.join(res.tail(3)) or 'no output'}", hint="check the run_root is writable")
+    kv = parse_kv(res.stdout)
+    run_dir, workdir = kv.get("run_dir", ""), kv.get("workdir", rec.workdir)
+    layout = RunLayout(run_dir)
+    rec = jobstore.update(app.store, rec.id, run_dir=run_dir, workdir=workdir)
+    spec = LaunchSpec(job_id=rec.id, name=rec.name, command=rec.command, workdir=workdir, env=env, secrets=secrets,
+                      options=opts)
+    handle = await backend.launch(t, spec, layout, layout.script(rec.script_sha))
+    rec = jobstore.update(app.store, rec.id, handle=handle)
+    return jobstore.set_state(app.store, rec.id, JobState.running, kind="launched",
+                              detail={"backend": backend.name, "handle": handle})
