@@ -204,7 +204,12 @@ def parse_listing(stdout: str, roots: Sequence[str]) -> Listing:
                 continue
             seen_local.add(local_rel)
             remote = root if int(i) in file_roots else posixpath.join(root, rel)
-            files.append(RemoteFile(root=root, remote=remote, rel=rel, local_rel=local_rel, size=int(size), mtime=float(mtime),
+            try:
+                nbytes, when = int(size), float(mtime)
+            except ValueError:
+                errors.append(Refused(path=remote, reason="unreadable size/mtime in the listing"))
+                continue
+            files.append(RemoteFile(root=root, remote=remote, rel=rel, local_rel=local_rel, size=nbytes, mtime=when,
                                     sha256=None if sha == "-" else sha, link_target=tgt or None))
         else:
             raise CommandFailed(f"unexpected record {tag!r} in the listing probe's output", hint="run it again")

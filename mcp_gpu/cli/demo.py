@@ -23,6 +23,7 @@ from mcp_gpu.config import Settings
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("demo", help="run the full lifecycle on this machine through the MCP server")
     p.add_argument("--steps", type=int, default=120, help="training steps of the bundled trainer (default 120)")
+    p.add_argument("--step-s", type=float, default=0.1, help="seconds per step, so patrol sees it run (default 0.1)")
     p.add_argument("--timeout", type=float, default=300, help="give up waiting for the job after this many seconds")
     p.add_argument("--json", action="store_true", help="also print each tool's structured result")
     p.set_defaults(func=run)
@@ -75,16 +76,18 @@ async def _demo(settings: Settings, args: argparse.Namespace) -> int:
             smoke = await _call(c, "smoke_cpu", {"command": [py, "-u", "train.py", "--steps", "2", "--ckpt-every", "1",
                                                              "--out", str(work / "smoke-ckpt")],
                                                  "cwd": str(work), "timeout_s": 60}, args.json)
-            print(f"  verdict {smoke['verdict']}: exit {smoke.get('exit_status')} in {smoke.get('duration_s', 0):.1f}s")
+            print(f"  verdict {smoke['verdict']}: exit {smoke.get('exit_code')} in {smoke.get('duration_s', 0):.1f}s")
             for line in smoke.get("tail", smoke.get("last_lines", []))[-3:]:
                 print("  | " + line)
             if smoke["verdict"] == "fail":
                 return 1
 
             _say("phase 3 · launch_detached: the trainer under tmux, detached from this process")
-            cmd = f"{py} -u train.py --steps {args.steps} --ckpt-every 20 --keep 3 --out checkpoints"
+            cmd = (f"{py} -u train.py --steps {args.steps} --ckpt-every 20 --keep 3 --out checkpoints "
+                   f"--sleep {args.step_s:g}")
             launch = await _call(c, "launch_detached", {"host": "local", "command": cmd, "workdir": str(work),
                                                         "name": "demo-train", "probe_s": 20,
+                                                        "run_root": str(settings.home / "runs"),
                                                         "outputs": [str(work / "checkpoints")]}, args.json)
             job = launch["job_id"]
             print(f"  {job} {launch['state']} via {launch['backend']} in {launch['run_dir']}")

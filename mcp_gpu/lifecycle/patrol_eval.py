@@ -197,7 +197,7 @@ async def evaluate(app: App, job: JobRecord, host: HostFacts | None, f: JobFacts
 
     ckpt = None
     if f.ckpt is not None:
-        ckpt = CheckpointView(name=f.ckpt[2].rsplit("/", 1)[-1], bytes=f.ckpt[1], age_s=round(host.now - f.ckpt[0], 1))
+        ckpt = CheckpointView(name=f.ckpt[2].rsplit("/", 1)[-1], bytes=f.ckpt[1], age_s=max(0.0, round(host.now - f.ckpt[0], 1)))
     rep = JobPatrol(job_id=job.id, name=job.name, host=job.host, backend=job.backend, state=state,
                     previous_state=prev_obs, changed=prev_obs != state, line="", primary=tri.primary,
                     findings=findings, next="", progress=progress, log_age_s=f.log_age, heartbeat_age_s=f.hb_age,

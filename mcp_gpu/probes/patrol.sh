@@ -77,7 +77,11 @@ while [ $# -gt 0 ]; do
   [ -f "$rd/heartbeat" ] && echo "hb_age=$(age "$rd/heartbeat")"
   for o in "${outs[@]}"; do
     [ -d "$o" ] || continue
-    newest=$(find "$o" -maxdepth 3 -type f ! -name '*.tmp*' ! -name '*.partial' -printf '%T@ %s %p\n' 2>/dev/null | sort -n | tail -n 1)
+    # checkpoint-like files first (a metrics.json written every step is not a checkpoint); any file otherwise
+    newest=$(find "$o" -maxdepth 3 -type f \( -name '*.pt' -o -name '*.pth' -o -name '*.ckpt' -o -name '*.safetensors' \
+      -o -name '*.npz' -o -name '*.npy' -o -name '*.bin' -o -name '*.pkl' -o -name '*.h5' \) ! -name '*.tmp*' \
+      -printf '%T@ %s %p\n' 2>/dev/null | sort -n | tail -n 1)
+    [ -n "$newest" ] || newest=$(find "$o" -maxdepth 3 -type f ! -name '*.tmp*' ! -name '*.partial' -printf '%T@ %s %p\n' 2>/dev/null | sort -n | tail -n 1)
     [ -n "$newest" ] && echo "ckpt=$newest"
   done
   df -P -B1 -- "$rd" 2>/dev/null | awk 'NR==2{print "disk="$6" "$2" "$4}'

@@ -1,0 +1,192 @@
+"""job_cancel: nothing happens without the human's phrase; with it the whole process tree goes. Also the
+CLI's typed confirmation and the tools seen through an in-memory MCP client."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from mcp_gpu.app import App
+from mcp_gpu.backends import RunLayout
+from mcp_gpu.confirm import Confirmer
+from mcp_gpu.errors import ConfirmationError
+from mcp_gpu.lifecycle.jobs import job_cancel, job_list
+from mcp_gpu.lifecycle.launch import LaunchResult, launch_detached
+from mcp_gpu.models import JobState
+from mcp_gpu.server import build_server
+from mcp_gpu.store import jobs as jobstore
+from tests.jobhelpers import group_alive, kill_runs, pid_alive, tmux_socket, wait_until
+
+pytestmark = pytest.mark.anyio
+
+# A job with a child process: the child's pid is the first log line; TERM is handled by the job.
+TREE = "sleep 300 & echo $!; trap 'echo got TERM; exit 143' TERM; wait"
+
+
+@pytest.fixture
+def sock() -> Iterator[str]:
+    with tmux_socket() as s:
+        yield s
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Iterator[Path]:
+    root = tmp_path / "runs"
+    yield root
+    kill_runs(root)
+
+
+def opts(sock: str) -> dict[str, Any]:
+    return {"tmux_socket": sock, "heartbeat_s": 1, "grace_s": 3, "probe_interval_s": 0.3}
+
+
+async def _tree(app: App, host: str, name: str, runs: Path, tmp_path: Path, sock: str,
+                backend: str = "auto") -> tuple[LaunchResult, int, int]:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    res = await launch_detached(app, host, TREE, str(work), name, backend=backend, probe_s=5, run_root=str(runs),
+                                options=opts(sock))
+    assert res.state is JobState.running
+    child = int(res.first_lines[0])
+    pgid = int(Path(RunLayout(res.run_dir).pgid).read_text())
+    assert pid_alive(child) and group_alive(pgid)
+    return res, child, pgid
+
+
+def _running(app: App, job_id: str, child: int) -> bool:
+    return jobstore.get(app.store, job_id).state is JobState.running and pid_alive(child)
+
+
+async def test_cancel_needs_the_echoed_phrase_and_then_stops_the_whole_tree(
+        ssh_app: App, runs: Path, tmp_path: Path, sock: str) -> None:
+    res, child, pgid = await _tree(ssh_app, "testhost", "tree", runs, tmp_path, sock)
+    other, other_child, _ = await _tree(ssh_app, "testhost", "other", runs, tmp_path, sock)
+
+    first = await job_cancel(ssh_app, res.job_id)
+    assert first.confirmation_required and not first.cancelled and first.token
+    assert first.phrase == "cancel tree on testhost"
+    assert _running(ssh_app, res.job_id, child)
+
+    with pytest.raises(ConfirmationError):  # a wrong phrase
+        await job_cancel(ssh_app, res.job_id, first.token, "cancel other on testhost")
+    with pytest.raises(ConfirmationError):  # no phrase at all
+        await job_cancel(ssh_app, res.job_id, first.token, None)
+    for_other = await job_cancel(ssh_app, other.job_id)
+    with pytest.raises(ConfirmationError):  # a token issued for another job
+        await job_cancel(ssh_app, res.job_id, for_other.token, first.phrase)
+    expired = await job_cancel(ssh_app, res.job_id, ttl_s=-1)
+    with pytest.raises(ConfirmationError):  # an expired token
+        await job_cancel(ssh_app, res.job_id, expired.token, expired.phrase)
+    stale = Confirmer(ssh_app.store, ssh_app.settings.home, ttl_s=-1).issue("cancel", res.job_id, first.phrase)
+    with pytest.raises(ConfirmationError):
+        await job_cancel(ssh_app, res.job_id, stale.token, first.phrase)
+    assert _running(ssh_app, res.job_id, child) and _running(ssh_app, other.job_id, other_child)
+
+    done = await job_cancel(ssh_app, res.job_id, first.token, "  Cancel tree on testhost ")
+    assert done.cancelled and done.state is JobState.cancelled and done.how == "TERM"
+    await wait_until(lambda: not pid_alive(child) and not group_alive(pgid), timeout=5, what="tree gone")
+    rec = jobstore.get(ssh_app.store, res.job_id)
+    assert rec.state is JobState.cancelled and rec.exit_code == 143
+    assert "cancelled" in [e.kind for e in jobstore.events(ssh_app.store, res.job_id)]
+    assert Path(RunLayout(res.run_dir).cancelled).read_text().split()[-1] == "TERM"
+    assert "got TERM" in Path(RunLayout(res.run_dir).log).read_text()
+
+    with pytest.raises(ConfirmationError):  # a replayed token
+        await job_cancel(ssh_app, res.job_id, first.token, first.phrase)
+    assert _running(ssh_app, other.job_id, other_child)  # the other job was never touched
+    listed = {j.job_id: j.state for j in (await job_list(ssh_app)).jobs}
+    assert listed == {res.job_id: JobState.cancelled, other.job_id: JobState.running}
+
+
+async def test_cancel_escalates_to_kill_after_the_grace_window(app: App, runs: Path, tmp_path: Path,
+                                                               sock: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    stubborn = "trap 'echo ignoring TERM' TERM; sleep 300 & echo $!; while :; do wait; done"
+    res = await launch_detached(app, "local", stubborn, str(work), "stubborn", probe_s=5, run_root=str(runs),
+                                options={**opts(sock), "grace_s": 1})
+    child = int(res.first_lines[0])
+    ch = await job_cancel(app, res.job_id)
+    done = await job_cancel(app, res.job_id, ch.token, ch.phrase)
+    assert done.how == "KILL" and done.state is JobState.cancelled
+    await wait_until(lambda: not pid_alive(child), timeout=5, what="child killed")
+
+
+async def test_cancel_under_nohup_stops_the_process_group(app: App, runs: Path, tmp_path: Path, sock: str) -> None:
+    res, child, pgid = await _tree(app, "local", "nohup-tree", runs, tmp_path, sock, backend="nohup")
+    assert res.backend == "nohup"
+    ch = await job_cancel(app, res.job_id)
+    done = await job_cancel(app, res.job_id, ch.token, ch.phrase)
+    assert done.cancelled
+    await wait_until(lambda: not pid_alive(child) and not group_alive(pgid), timeout=5, what="tree gone")
+
+
+async def test_a_finished_job_needs_no_cancel(app: App, runs: Path, tmp_path: Path, sock: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    res = await launch_detached(app, "local", "exit 0", str(work), "quick", probe_s=5, run_root=str(runs),
+                                options=opts(sock))
+    async def finished() -> bool:
+        return (await job_list(app)).jobs[0].state is JobState.succeeded
+
+    await wait_until(finished, what="finished")
+    out = await job_cancel(app, res.job_id)
+    assert not out.confirmation_required and not out.cancelled and "already" in out.message
+
+
+def _cli(args: list[str], stdin: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mcp_gpu", *args], input=stdin, capture_output=True, text=True,
+                          timeout=60, env=os.environ.copy(), check=False)
+
+
+async def test_the_cli_asks_the_person_to_type_the_phrase(app: App, runs: Path, tmp_path: Path, sock: str) -> None:
+    res, child, pgid = await _tree(app, "local", "cli-tree", runs, tmp_path, sock)
+    wrong = _cli(["cancel", res.job_id], "cancel something else\n")
+    assert wrong.returncode == 1 and "Nothing was done" in wrong.stderr
+    assert "cancel cli-tree on local" in wrong.stdout
+    assert pid_alive(child)
+    ok = _cli(["cancel", "cli-tree"], "cancel cli-tree on local\n")
+    assert ok.returncode == 0, ok.stderr
+    await wait_until(lambda: not pid_alive(child) and not group_alive(pgid), timeout=5, what="tree gone")
+    listed = _cli(["jobs"], "")
+    assert res.job_id in listed.stdout and "cancelled" in listed.stdout
+
+
+async def test_tools_through_an_in_memory_mcp_client(app: App, runs: Path, tmp_path: Path, sock: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    async with Client(build_server(app=app)) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        assert {"launch_detached", "job_list", "job_logs", "job_cancel"} <= set(tools)
+        assert tools["job_cancel"].annotations.destructive_hint is True  # type: ignore[union-attr]
+        assert tools["launch_detached"].annotations.destructive_hint is False  # type: ignore[union-attr]
+        assert tools["job_list"].annotations.read_only_hint is True  # type: ignore[union-attr]
+        r = await c.call_tool("launch_detached", {"host": "local", "command": TREE, "workdir": str(work),
+                                                  "name": "via-mcp", "probe_s": 5, "run_root": str(runs),
+                                                  "options": opts(sock)})
+        assert not r.is_error, r.content
+        job = r.structured_content or {}
+        assert job["state"] == "running"
+        child = int(job["first_lines"][0])
+        bad = await c.call_tool("launch_detached", {"host": "local", "command": "true", "workdir": str(work),
+                                                    "name": "$(touch x)"})
+        assert bad.is_error and "[config]" in bad.content[0].text  # type: ignore[union-attr]
+        logs = await c.call_tool("job_logs", {"job_id": job["job_id"], "lines": 5})
+        assert (logs.structured_content or {})["lines"][0] == str(child)
+        ch = (await c.call_tool("job_cancel", {"job_id": job["job_id"]})).structured_content or {}
+        assert ch["confirmation_required"] and pid_alive(child)
+        wrong = await c.call_tool("job_cancel", {"job_id": job["job_id"], "token": ch["token"],
+                                                 "confirmation": "yes"})
+        assert wrong.is_error and "[confirmation]" in wrong.content[0].text  # type: ignore[union-attr]
+        assert pid_alive(child)
+        done = await c.call_tool("job_cancel", {"job_id": job["job_id"], "token": ch["token"],
+                                                "confirmation": ch["phrase"]})
+        assert not done.is_error and (done.structured_content or {})["state"] == "cancelled"
+        await wait_until(lambda: not pid_alive(child), timeout=5, what="child gone")
