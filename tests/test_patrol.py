@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,6 +24,21 @@ from tests.sshd import Sshd
 
 pytestmark = pytest.mark.anyio
 STEPS = Path(__file__).parent / "jobs" / "steps.py"
+_RUNS: dict[str, str] = {}
+
+
+@pytest.fixture(autouse=True)
+def isolated_runs(tmp_path: Path) -> Iterator[None]:
+    """Each test's jobs get their own run root and tmux socket, and are killed afterwards."""
+    from tests.jobhelpers import kill_runs, tmux_socket
+
+    root = tmp_path / "runs"
+    with tmux_socket() as sock:
+        _RUNS.update(root=str(root), sock=sock)
+        try:
+            yield
+        finally:
+            kill_runs(root)
 
 
 def cmd(mode: str, *extra: str, steps: int = 1000) -> str:
@@ -38,8 +53,9 @@ async def wait_until(pred: Callable[[], Awaitable[bool]], timeout: float = 20, e
 
 async def launch(app: App, host: str, name: str, command: str, workdir: Path, **kw: object) -> str:
     workdir.mkdir(parents=True, exist_ok=True)
+    opts = {"tmux_socket": _RUNS["sock"], **dict(kw.pop("options", {}) or {})}  # type: ignore[call-overload]
     res = await launch_detached(app, host, command, str(workdir), name, probe_s=5, outputs=[str(workdir / "ck")],
-                                **kw)  # type: ignore[arg-type]
+                                run_root=_RUNS["root"], options=opts, **kw)  # type: ignore[arg-type]
     return res.job_id
 
 
@@ -154,7 +170,6 @@ async def test_unreachable_host_is_never_failed_and_recovers(settings: Settings,
 
         await wait_until(back)
     finally:
-        subprocess.run(["tmux", "-L", "mcp-gpu", "kill-session", "-t", jid], check=False)
         server.stop()
         await app.aclose()
 
@@ -257,7 +272,8 @@ async def test_on_preempt_relaunch_policy_starts_one_linked_attempt_within_budge
     w = tmp_path / "w"
     w.mkdir()
     res = await launch_detached(ssh_app, "testhost", cmd("term-fast"), str(w), "spotty", probe_s=5,
-                                options={"on_preempt": "relaunch", "max_restarts": 1})
+                                run_root=_RUNS["root"],
+                                options={"on_preempt": "relaunch", "max_restarts": 1, "tmux_socket": _RUNS["sock"]})
     await patrol(ssh_app, [res.job_id])
     pgid = int(Path(res.run_dir, "pgid").read_text())
     os.killpg(pgid, signal.SIGTERM)
