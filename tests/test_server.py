@@ -84,3 +84,25 @@ async def test_real_stdio_server_answers_audit_of_local(tmp_path) -> None:  # ty
         r = await c.call_tool("audit_env", {"host": "local"})
         assert not r.is_error
         assert r.structured_content is not None and r.structured_content["host"] == "local"
+
+
+async def test_job_resource_shows_the_registry_record_and_unknown_ids_are_not_found(app: App, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from mcp import MCPError
+
+    from mcp_gpu.models import JobRecord, JobState, iso
+    from mcp_gpu.store import jobs as jobs_repo
+
+    now = iso()
+    jobs_repo.insert(app.store, JobRecord(id="job_0123456789", host="local", name="r1", backend="tmux",
+                                          state=JobState.running, command="python train.py\n", workdir=str(tmp_path),
+                                          run_dir=str(tmp_path / "run"), created_at=now, updated_at=now))
+    async with Client(build_server(app=app)) as c:
+        templates = [t.uri_template for t in (await c.list_resource_templates()).resource_templates]
+        assert "gpu://jobs/{job_id}" in templates
+        res = await c.read_resource("gpu://jobs/job_0123456789")
+        body = json.loads(res.contents[0].text)  # type: ignore[union-attr]
+        assert body["name"] == "r1" and body["state"] == "running"
+        with pytest.raises(MCPError):
+            await c.read_resource("gpu://jobs/job_nope")
