@@ -25,7 +25,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._delayproxy import DelayProxy
+from tests.netproxy import DelayProxy
 from benchmarks._report import write_section
 from mcp_gpu import log
 from mcp_gpu.app import App

@@ -22,6 +22,7 @@ from mcp_gpu.config import Settings
 from mcp_gpu.errors import ConfigError
 from mcp_gpu.lifecycle.verify import verify_artifacts
 from mcp_gpu.server import build_server
+from tests.netproxy import DelayProxy
 from tests.sshd import Sshd
 from tests.test_artifacts_checks import flip_bit_to_inf, write_safetensors
 
@@ -37,9 +38,13 @@ def sha(p: Path) -> str:
 
 
 def random_file(p: Path, size: int) -> Path:
+    """Random bytes behind a fixed text header: random data that happened to start with a pickle PROTO (0x80)
+    or zip (PK) magic would rightly be judged a corrupt checkpoint."""
     p.parent.mkdir(parents=True, exist_ok=True)
     with p.open("wb") as f:
-        left = size
+        head = b"mcp-gpu test payload\n"
+        f.write(head[:size])
+        left = max(0, size - len(head))
         while left:
             n = min(left, 4 << 20)
             f.write(os.urandom(n))
@@ -93,9 +98,17 @@ async def test_three_files_including_50mb_are_pulled_verified_and_a_second_run_p
     assert st.stale and st.current is not None and st.current.name.endswith("ckpt_99.pt")
 
 
+@pytest.mark.parametrize("engine", ["openssh", "sftp"])
 async def test_a_connection_cut_mid_transfer_resumes_on_the_rerun_with_fewer_bytes_moved(
-        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+    # both byte paths: the OpenSSH client stream (default when `ssh` is installed) and asyncssh SFTP
+    monkeypatch.setenv("MCP_GPU_PULL_ENGINE", engine)
     box = Sshd(tmp_path / "private-sshd").start()
+    # a 40 MB/s link, so the cut lands mid-file whatever the engine's speed
+    link = DelayProxy(box.port, rate_bps=40e6).start()
+    pub = box.host_key.with_suffix(".pub").read_text().split()
+    box.known_hosts.write_text(f"[127.0.0.1]:{link.port} {pub[0]} {pub[1]}\n")
+    box.ssh_config.write_text(box.ssh_config.read_text().replace(f"Port {box.port}", f"Port {link.port}"))
     try:
         settings = Settings(home=home, ssh_config=(str(box.ssh_config),), connect_timeout=5, command_timeout=30,
                             keepalive=2)
@@ -112,7 +125,7 @@ async def test_a_connection_cut_mid_transfer_resumes_on_the_rerun_with_fewer_byt
         try:
             r1 = await verify_artifacts(app, host="testhost", paths=[str(src.parent)], dest=dest, progress=cutter)
             assert cut_at, "the transfer finished before the cut"
-            assert not r1.all_ok and r1.counts["failed"] == 1
+            assert not r1.all_ok and r1.counts["failed"] == 1, (r1.files, r1.findings)
             assert any(f.cls == "ssh_disconnect" for f in r1.findings)
             partial = dest / "big" / "shard.bin.partial"
             assert partial.exists() and 0 < partial.stat().st_size < src.stat().st_size
@@ -128,6 +141,7 @@ async def test_a_connection_cut_mid_transfer_resumes_on_the_rerun_with_fewer_byt
         assert sha(dest / "big" / "shard.bin") == sha(src)
         assert not partial.exists()
     finally:
+        link.stop()
         box.stop()
 
 

@@ -17,10 +17,11 @@ from pydantic import BaseModel
 from mcp_gpu.errors import CommandFailed, ConfigError
 from mcp_gpu.transport import Transport
 
-# mode is "hash" (full listing with sha256sum) or "newest" (stat only: for staleness checks)
+# mode is "hash" (full listing with SHA-256) or "newest" (stat only: for staleness checks); in hash mode files
+# larger than $2 bytes (0 = no limit) are left unhashed ("-") so the pull can hash them alongside the transfer
 PROBE = r"""
 set -u
-mode=$1; shift
+mode=$1; limit=${2:-0}; shift 2
 # the fastest SHA-256 on the box: OpenSSL uses SHA-NI where coreutils' sha256sum may not (about 6x here)
 H=sha256sum
 if command -v openssl >/dev/null 2>&1 && openssl dgst -sha256 -r </dev/null >/dev/null 2>&1; then H=openssl; fi
@@ -50,7 +51,7 @@ for root in "$@"; do
     fi
     st=$(stat -L -c '%s %Y' -- "$p" 2>/dev/null) || { printf 'E\0%s\0%s\0stat failed\0' "$i" "$rel"; continue; }
     sha=-
-    if [ "$mode" = hash ]; then
+    if [ "$mode" = hash ] && { [ "$limit" = 0 ] || [ "${st% *}" -le "$limit" ]; }; then
       sha=$(hashf "$p" 2>/dev/null) || { printf 'E\0%s\0%s\0unreadable\0' "$i" "$rel"; continue; }
       sha=${sha%% *}
     fi
@@ -223,10 +224,35 @@ def parse_listing(stdout: str, roots: Sequence[str]) -> Listing:
 
 
 async def list_remote(transport: Transport, roots: Sequence[str], *, hashes: bool = True,
-                      timeout: float = 3600) -> Listing:
-    """Run the probe once over the transport and parse it."""
+                      hash_max_bytes: int = 0, timeout: float = 3600) -> Listing:
+    """Run the probe once over the transport and parse it. With `hash_max_bytes`, bigger files come back with
+    `sha256=None`: the pull hashes them on the remote while the bytes travel (see `remote_sha256`)."""
     roots = check_roots(roots)
-    res = await transport.run_script(PROBE, ["hash" if hashes else "newest", *roots], timeout=timeout)
+    res = await transport.run_script(PROBE, ["hash" if hashes else "newest", str(max(0, hash_max_bytes)), *roots],
+                                     timeout=timeout)
     if res.exit_status not in (0, 1) and not res.stdout:
         res.check()
     return parse_listing(res.stdout, roots)
+
+
+HASH_PROBE = r"""
+set -u
+if command -v openssl >/dev/null 2>&1 && openssl dgst -sha256 -r </dev/null >/dev/null 2>&1; then
+  for p in "$@"; do h=$(openssl dgst -sha256 -r < "$p" 2>/dev/null) && printf '%s\0%s\0' "${h%% *}" "$p"; done
+else
+  for p in "$@"; do h=$(sha256sum < "$p" 2>/dev/null) && printf '%s\0%s\0' "${h%% *}" "$p"; done
+fi
+"""
+
+
+async def remote_sha256(transport: Transport, paths: Sequence[str], *, timeout: float = 3600) -> dict[str, str]:
+    """SHA-256 of remote files in one round trip (unreadable files are simply absent from the answer)."""
+    if not paths:
+        return {}
+    res = await transport.run_script(HASH_PROBE, list(paths), timeout=timeout)
+    parts = res.stdout.split("\0")
+    out: dict[str, str] = {}
+    for sha, path in zip(parts[0::2], parts[1::2], strict=False):
+        if re.fullmatch(r"[0-9a-f]{64}", sha):
+            out[path] = sha
+    return out

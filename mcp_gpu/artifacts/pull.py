@@ -19,9 +19,9 @@ from typing import Literal
 import anyio
 from pydantic import BaseModel
 
-from mcp_gpu.artifacts.listing import RemoteFile, unsafe_reason
+from mcp_gpu.artifacts.listing import RemoteFile, remote_sha256, unsafe_reason
 from mcp_gpu.errors import ConfigError, GpuError, TransportError
-from mcp_gpu.transport import ProgressFn, Transport
+from mcp_gpu.transport import Downloaded, ProgressFn, Transport
 
 PARTIAL = ".partial"
 SPACE_MARGIN = 16 * 1024 * 1024
@@ -143,7 +143,10 @@ async def pull_one(transport: Transport, f: RemoteFile, dest: Path, *,
 
     while True:
         try:
-            got = await transport.download(f.remote, str(partial), offset=have, on_progress=count)
+            if f.sha256 is None:
+                got = await _download_hashing_remotely(transport, f, str(partial), have, count)
+            else:
+                got = await transport.download(f.remote, str(partial), offset=have, on_progress=count)
         except TransportError as exc:
             out.error, out.error_kind = exc.message, "transport"
             return out
@@ -156,6 +159,7 @@ async def pull_one(transport: Transport, f: RemoteFile, dest: Path, *,
         except OSError as exc:
             _raise_local(exc, dest)
         out.local_sha256 = got.sha256
+        out.remote_sha256 = f.sha256 or ""
         if got.sha256 == f.sha256 and got.size == f.size:
             try:
                 await anyio.to_thread.run_sync(_finish, partial, final)
@@ -172,6 +176,37 @@ async def pull_one(transport: Transport, f: RemoteFile, dest: Path, *,
                      " the file changed during the pull or was damaged in transit")
         out.error_kind = "mismatch"
         return out
+
+
+async def _download_hashing_remotely(transport: Transport, f: RemoteFile, partial: str, offset: int,
+                                    count: ProgressFn) -> Downloaded:
+    """A big file's remote SHA-256 is computed on the box while its bytes travel, not before."""
+    box: dict[str, str] = {}
+    got: list[Downloaded] = []
+    errors: list[Exception] = []
+
+    async def hash_remote() -> None:
+        try:
+            box.update(await remote_sha256(transport, [f.remote]))
+        except Exception as exc:  # surfaced below, unwrapped, so callers see our own error types
+            errors.append(exc)
+
+    async def pull() -> None:
+        try:
+            got.append(await transport.download(f.remote, partial, offset=offset, on_progress=count))
+        except Exception as exc:
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hash_remote)
+        tg.start_soon(pull)
+    if errors:
+        raise errors[0]
+    if f.remote not in box:
+        raise TransportError(f"could not compute the remote SHA-256 of {f.remote}",
+                             hint="run again; the pulled bytes are kept and resume")
+    f.sha256 = box[f.remote]
+    return got[0]
 
 
 def _raise_local(exc: OSError, dest: Path) -> None:

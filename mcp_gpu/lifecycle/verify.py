@@ -107,6 +107,9 @@ def default_dest(app: App, job_id: str | None, host: str) -> Path:
     return app.settings.artifacts_dir / label
 
 
+DEFER_HASH_BYTES = 64 << 20
+
+
 def _reusable(prior: Manifest | None, dest: Path, f: RemoteFile, need_check: bool) -> FileEntry | None:
     if prior is None:
         return None
@@ -179,8 +182,10 @@ async def verify_artifacts(app: App, job_id: str | None = None, host: str | None
     job, host, roots, fallback = _target(app, job_id, host, paths)
     dest_p = Path(dest).expanduser() if dest else default_dest(app, job, host)
     transport = await app.transport(host)
-    listing = await list_remote(transport, roots)
     prior = read_manifest(dest_p)
+    # First pull into this dest: big files are hashed on the remote while they travel (overlapped). With a
+    # manifest already there, hash everything in the one probe so unchanged files cost nothing more.
+    listing = await list_remote(transport, roots, hash_max_bytes=0 if prior is not None else DEFER_HASH_BYTES)
     keep: dict[str, FileEntry] = {}
     todo: list[RemoteFile] = []
     left: list[RemoteFile] = []

@@ -34,6 +34,7 @@ from mcp_gpu.transport import (
     display,
     monotonic,
     open_partial,
+    openssh,
 )
 
 _log = log.get("mcp_gpu.ssh")
@@ -272,8 +273,14 @@ class SSHTransport(ScriptMixin):
 
     async def download(self, remote: str, local: str, *, offset: int = 0, on_progress: ProgressFn | None = None,
                        inflight: int = 32) -> Downloaded:
-        """Pull `remote` into `local` from `offset` over SFTP: `inflight` reads of the server's maximum
-        size in flight, written and hashed strictly in order, so `local` always ends at a clean resume point."""
+        """Pull `remote` into `local` from `offset`: through the OpenSSH client when it is installed (C crypto,
+        see openssh.py), else over SFTP with `inflight` reads of the server's maximum size in flight. Either way
+        bytes are written and hashed strictly in order, so `local` always ends at a clean resume point."""
+        argv = openssh.argv_for(self.target, self._config_paths,
+                                shlex.join(["tail", "-c", f"+{offset + 1}", "--", remote]),
+                                connect_timeout=self._connect_timeout, keepalive=self._keepalive)
+        if argv is not None:
+            return await openssh.download(argv, self.host, remote, local, offset, on_progress)
         digest = hashlib.sha256()
         moved = 0
         pending: collections.deque[asyncio.Future[bytes]] = collections.deque()

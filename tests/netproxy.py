@@ -1,6 +1,6 @@
-"""A userspace TCP proxy on 127.0.0.1 that holds every chunk for a fixed delay in each direction.
+"""A userspace TCP proxy on 127.0.0.1 that delays every chunk and optionally caps the rate, each direction.
 
-`tc netem` is not available on this kernel, so WAN latency is simulated here (test-infra §5c).
+`tc netem` is not available on this kernel, so WAN latency and slow links are simulated here (test-infra §5c).
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import threading
 
 
 class DelayProxy:
-    def __init__(self, target_port: int, delay_s: float) -> None:
+    def __init__(self, target_port: int, delay_s: float = 0.0, rate_bps: float | None = None) -> None:
         self.target_port = target_port
         self.delay_s = delay_s
+        self.rate_bps = rate_bps
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -51,6 +52,8 @@ class DelayProxy:
         try:
             while True:
                 data = await reader.read(65536)
+                if self.rate_bps and data:
+                    await asyncio.sleep(len(data) / self.rate_bps)
                 await queue.put((self._loop.time() + self.delay_s, data))
                 if not data:
                     break
