@@ -190,3 +190,17 @@ async def test_tools_through_an_in_memory_mcp_client(app: App, runs: Path, tmp_p
                                                 "confirmation": ch["phrase"]})
         assert not done.is_error and (done.structured_content or {})["state"] == "cancelled"
         await wait_until(lambda: not pid_alive(child), timeout=5, what="child gone")
+
+
+def test_scheduler_verdicts_decide_the_state_when_the_wrapper_left_none() -> None:
+    from mcp_gpu.backends import Observation
+    from mcp_gpu.lifecycle.jobs import state_from
+    from mcp_gpu.models import JobState
+
+    assert state_from(Observation(alive=False, scheduler_state="PREEMPTED")) is JobState.preempted
+    assert state_from(Observation(alive=False, exit_code=143, scheduler_state="PREEMPTED")) is JobState.preempted
+    assert state_from(Observation(alive=False, scheduler_state="OUT_OF_MEMORY")) is JobState.failed
+    assert state_from(Observation(alive=False, scheduler_state="COMPLETED")) is JobState.succeeded
+    assert state_from(Observation(alive=False, exit_code=0, scheduler_state="COMPLETED")) is JobState.succeeded
+    assert state_from(Observation(alive=False)) is JobState.lost
+    assert state_from(Observation(alive=True, scheduler_state="RUNNING")) is None

@@ -78,12 +78,25 @@ def view(rec: JobRecord, *, unreachable: bool = False) -> JobView:
                    exit_code=rec.exit_code, exit_signal=rec.exit_signal, run_dir=rec.run_dir, unreachable=unreachable)
 
 
+# what a scheduler's own verdict proves when the wrapper could not record one (Slurm states, k8s reasons)
+_SCHEDULER_VERDICT = {"PREEMPTED": JobState.preempted, "NODE_FAIL": JobState.preempted,
+                      "EVICTED": JobState.preempted, "CANCELLED": JobState.cancelled, "COMPLETED": JobState.succeeded,
+                      "FAILED": JobState.failed, "OUT_OF_MEMORY": JobState.failed, "TIMEOUT": JobState.failed,
+                      "DEADLINE": JobState.failed, "BOOT_FAIL": JobState.failed, "OOMKILLED": JobState.failed,
+                      "BACKOFFLIMITEXCEEDED": JobState.failed}
+
+
 def state_from(obs: Observation) -> JobState | None:
     """The state an observation proves, or None when it proves nothing new (alive, or cannot tell)."""
     if obs.alive is None or obs.alive:
         return None
     if obs.cancelled:
         return JobState.cancelled
+    word = (obs.scheduler_state or "").split()[0].rstrip("+").upper() if obs.scheduler_state else ""
+    if word in ("PREEMPTED", "NODE_FAIL", "EVICTED"):
+        return _SCHEDULER_VERDICT[word]  # the wrapper died with the node or was killed: trust the scheduler
+    if obs.exit_code is None and word in _SCHEDULER_VERDICT:
+        return _SCHEDULER_VERDICT[word]
     if obs.exit_code is None:
         return JobState.lost
     return JobState.succeeded if obs.exit_code == 0 else JobState.failed
