@@ -25,7 +25,6 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.netproxy import DelayProxy
 from benchmarks._report import write_section
 from mcp_gpu import log
 from mcp_gpu.app import App
@@ -34,6 +33,7 @@ from mcp_gpu.lifecycle.patrol import patrol
 from mcp_gpu.models import JobRecord, JobState, iso
 from mcp_gpu.store import jobs as jobs_repo
 from mcp_gpu.tools.patrol import render
+from tests.netproxy import DelayProxy
 from tests.sshd import Sshd
 
 JOB = r"""

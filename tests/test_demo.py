@@ -46,7 +46,7 @@ async def test_streamable_http_server_answers_on_loopback(tmp_path: Path) -> Non
                     break
                 except Exception:  # not listening yet
                     if proc.poll() is not None:
-                        raise AssertionError(proc.stderr.read().decode() if proc.stderr else "server exited")
+                        raise AssertionError(proc.stderr.read().decode() if proc.stderr else "server exited") from None
                     await anyio.sleep(0.2)
         assert {"audit_env", "patrol", "request_teardown"} <= names and not r.is_error
     finally:
