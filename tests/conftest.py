@@ -84,3 +84,22 @@ async def ssh_app(ssh_settings: Settings) -> AsyncIterator[App]:
         yield a
     finally:
         await a.aclose()
+
+
+@pytest.fixture
+def sock() -> Iterator[str]:
+    """A private tmux socket for the test's jobs, killed afterwards."""
+    from tests.jobhelpers import tmux_socket
+
+    with tmux_socket() as s:
+        yield s
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Iterator[Path]:
+    """A private run root for the test's jobs; every job group started under it is killed afterwards."""
+    from tests.jobhelpers import kill_runs
+
+    root = tmp_path / "runs"
+    yield root
+    kill_runs(root)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +16,9 @@ from mcp_gpu.lifecycle.jobs import refresh_job
 from mcp_gpu.lifecycle.launch import launch_detached
 from mcp_gpu.models import JobState
 from mcp_gpu.store import jobs as jobstore
-from tests.jobhelpers import kill_runs, tmux_socket, wait_until
+from tests.jobhelpers import kill_runs, wait_until
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def sock() -> Iterator[str]:
-    with tmux_socket() as s:
-        yield s
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Iterator[Path]:
-    root = tmp_path / "runs"
-    yield root
-    kill_runs(root)
 
 
 def _evil(marker: Path) -> list[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,25 +21,12 @@ from mcp_gpu.lifecycle.launch import LaunchResult, launch_detached
 from mcp_gpu.models import JobState
 from mcp_gpu.server import build_server
 from mcp_gpu.store import jobs as jobstore
-from tests.jobhelpers import group_alive, kill_runs, pid_alive, tmux_socket, wait_until
+from tests.jobhelpers import group_alive, pid_alive, wait_until
 
 pytestmark = pytest.mark.anyio
 
 # A job with a child process: the child's pid is the first log line; TERM is handled by the job.
 TREE = "sleep 300 & echo $!; trap 'echo got TERM; exit 143' TERM; wait"
-
-
-@pytest.fixture
-def sock() -> Iterator[str]:
-    with tmux_socket() as s:
-        yield s
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Iterator[Path]:
-    root = tmp_path / "runs"
-    yield root
-    kill_runs(root)
 
 
 def opts(sock: str) -> dict[str, Any]:

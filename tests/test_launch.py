@@ -24,23 +24,10 @@ from mcp_gpu.lifecycle.jobs import job_list, job_logs, refresh_job
 from mcp_gpu.lifecycle.launch import launch_detached
 from mcp_gpu.models import JobState
 from mcp_gpu.store import jobs as jobstore
-from tests.jobhelpers import group_alive, kill_runs, no_tmux_path, pid_alive, sessions, tmux_socket, wait_until
+from tests.jobhelpers import group_alive, no_tmux_path, pid_alive, sessions, wait_until
 from tests.sshd import Sshd
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def sock() -> Iterator[str]:
-    with tmux_socket() as s:
-        yield s
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Iterator[Path]:
-    root = tmp_path / "runs"
-    yield root
-    kill_runs(root)
 
 
 @pytest.fixture

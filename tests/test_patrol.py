@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,17 +28,9 @@ _RUNS: dict[str, str] = {}
 
 
 @pytest.fixture(autouse=True)
-def isolated_runs(tmp_path: Path) -> Iterator[None]:
-    """Each test's jobs get their own run root and tmux socket, and are killed afterwards."""
-    from tests.jobhelpers import kill_runs, tmux_socket
-
-    root = tmp_path / "runs"
-    with tmux_socket() as sock:
-        _RUNS.update(root=str(root), sock=sock)
-        try:
-            yield
-        finally:
-            kill_runs(root)
+def isolated_runs(runs: Path, sock: str) -> None:
+    """Each test's jobs get their own run root and tmux socket (conftest kills them afterwards)."""
+    _RUNS.update(root=str(runs), sock=sock)
 
 
 def cmd(mode: str, *extra: str, steps: int = 1000) -> str:

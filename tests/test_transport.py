@@ -136,3 +136,28 @@ async def test_ssh_connection_dropped_mid_command_is_a_transport_error_not_an_ex
     finally:
         server.stop()
         await t.aclose()
+
+
+async def test_proxyjump_from_ssh_config_reaches_a_host_through_a_jump_box(tmp_path: Path) -> None:
+    jump = Sshd(tmp_path / "jump", alias="jumpbox").start()
+    inner = Sshd(tmp_path / "inner", alias="innerbox", client_key=jump.client_key).start()
+    try:
+        kh = tmp_path / "known_hosts"
+        kh.write_text(jump.known_hosts.read_text() + inner.known_hosts.read_text())
+        cfg = tmp_path / "ssh_config"
+        text = jump.ssh_config.read_text() + inner.ssh_config.read_text() + "  ProxyJump jumpbox\n"
+        cfg.write_text(text.replace(str(jump.known_hosts), str(kh)).replace(str(inner.known_hosts), str(kh)))
+        t = SSHTransport("inner", "innerbox", config_paths=[str(cfg)])
+        try:
+            res = await t.run(["sh", "-c", "echo via-jump"])
+            assert res.stdout == "via-jump\n"
+        finally:
+            await t.aclose()
+        # the jump box really carries it: with the jump box down, the inner host is out of reach
+        jump.stop()
+        t2 = SSHTransport("inner", "innerbox", config_paths=[str(cfg)], connect_timeout=3)
+        with pytest.raises(ConnectError):
+            await t2.run(["true"])
+    finally:
+        inner.stop()
+        jump.stop()
