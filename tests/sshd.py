@@ -117,8 +117,10 @@ class Sshd:
         subprocess.run([SSHD, "-f", str(self.sshd_config), "-E", str(self.log)], check=True)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
+            # listening is not enough: the daemon writes its pidfile after it forks (stop() and tests need it)
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                return self
+                if self.pid is not None:
+                    return self
             time.sleep(0.05)
         raise RuntimeError(f"sshd did not listen on {self.port}: {self.log.read_text() if self.log.exists() else ''}")
 

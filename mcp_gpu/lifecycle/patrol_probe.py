@@ -95,6 +95,8 @@ def parse(text: str) -> tuple[HostFacts, dict[str, JobFacts]]:
             continue
         if section == "host":
             _host_line(host, key, val)
+        elif section == "df" and key == "df":
+            _df_line(jobs, val)
         elif cur is not None:
             _job_line(cur, key, val)
     return host, jobs
@@ -113,6 +115,18 @@ def _host_line(h: HostFacts, key: str, val: str) -> None:
         f = [x.strip() for x in val.split(",")]
         if len(f) >= 3 and f[0].isdigit():
             h.apps.append((int(f[0]), f[1], _int(f[2])))
+
+
+def _df_line(jobs: dict[str, JobFacts], val: str) -> None:
+    """`df=<job id> <mount> <bytes total> <bytes free> <inodes total> <inodes free>`."""
+    parts = val.split()
+    if len(parts) != 6 or parts[0] not in jobs:
+        return
+    j = jobs[parts[0]]
+    if parts[2].isdigit() and parts[3].isdigit():
+        j.disk = (parts[1], int(parts[2]), int(parts[3]))
+    if parts[4].isdigit() and parts[5].isdigit():
+        j.inodes = (int(parts[4]), int(parts[5]))
 
 
 def _job_line(j: JobFacts, key: str, val: str) -> None:

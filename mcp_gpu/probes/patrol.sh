@@ -8,10 +8,6 @@ now=$(date +%s)
 age() { local m; m=$(stat -c %Y -- "$1" 2>/dev/null) && echo $(( now - m )) || echo -; }
 # one process table for every job: "pid pgid stat" (zombies count as gone; tmux may reap late)
 procs=$(ps -e -o pid=,pgid=,stat= 2>/dev/null)
-in_group() { case $1 in ''|*[!0-9]*) return 0;; esac
-  awk -v g="$1" '$2==g && $3 !~ /^[ZX]/ {printf "%s,", $1}' <<< "$procs"; }
-pid_alive() { case $1 in ''|*[!0-9]*) return 1;; esac
-  awk -v p="$1" '$1==p && $3 !~ /^[ZX]/ {f=1} END {exit !f}' <<< "$procs"; }
 
 echo "@@host"
 echo "now=$now"
@@ -27,6 +23,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   timeout 15 nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits 2>/dev/null | sed 's/^/app=/'
 fi
 
+ids=(); dirs=()
 while [ $# -gt 0 ]; do
   [ "$1" = JOB ] || { shift; continue; }
   id=$2 backend=$3 rd=$4 off=$5 sock=$6 sess=$7 sched=$8 nout=$9
@@ -34,14 +31,15 @@ while [ $# -gt 0 ]; do
   outs=()
   while [ "$nout" -gt 0 ] && [ $# -gt 0 ]; do outs+=("$1"); shift; nout=$((nout - 1)); done
   echo "@@job $id"
-  [ -d "$rd" ] && echo "run_dir=1" || echo "run_dir=0"
-  [ -f "$rd/exit_code" ] && echo "exit=$(head -c 200 -- "$rd/exit_code" | head -n 1)"
-  [ -f "$rd/cancelled" ] && echo "cancelled=$(head -c 100 -- "$rd/cancelled")"
-  pid=$(cat -- "$rd/pid" 2>/dev/null) pg=$(cat -- "$rd/pgid" 2>/dev/null)
-  pa=0; pid_alive "$pid" && pa=1; echo "pid_alive=$pa"
-  pids=$(in_group "$pg" | head -c 600)
-  ga=0; [ -n "$pids" ] && ga=1; echo "group_alive=$ga"
-  [ -n "$pids" ] && echo "pids=${pids%,}"
+  # few forks per job: file reads use the `read` builtin; one awk answers pid and group liveness
+  if [ -d "$rd" ]; then echo "run_dir=1"; ids+=("$id"); dirs+=("$rd"); else echo "run_dir=0"; fi
+  ec=; [ -f "$rd/exit_code" ] && { read -r ec < "$rd/exit_code" || true; echo "exit=$ec"; }
+  cx=; [ -f "$rd/cancelled" ] && { read -r cx < "$rd/cancelled" || true; echo "cancelled=$cx"; }
+  pid=; pg=; [ -f "$rd/pid" ] && read -r pid < "$rd/pid"; [ -f "$rd/pgid" ] && read -r pg < "$rd/pgid"
+  case $pid in ''|*[!0-9]*) pid=0;; esac
+  case $pg in ''|*[!0-9]*) pg=0;; esac
+  awk -v p="$pid" -v g="$pg" '$3 !~ /^[ZX]/ { if ($1 == p) pa = 1; if ($2 == g && n < 64) { l = l (n ? "," : "") $1; n++ } }
+    END { print "pid_alive=" (pa ? 1 : 0); print "group_alive=" (n ? 1 : 0); if (n) print "pids=" l }' <<< "$procs"
   if [ "$backend" = tmux ] && [ -n "$sock" ] && command -v tmux >/dev/null 2>&1; then
     sa=0; tmux -L "$sock" has-session -t "=$sess" 2>/dev/null && sa=1; echo "session=$sa"
   fi
@@ -64,8 +62,10 @@ while [ $# -gt 0 ]; do
   esac
   log=$rd/out.log
   if [ -f "$log" ]; then
-    size=$(stat -c %s -- "$log")
-    echo "log_size=$size"; echo "log_age=$(age "$log")"
+    st=$(stat -c '%s %Y' -- "$log" "$rd/heartbeat" 2>/dev/null)
+    size=${st%% *}; lm=${st#* }; lm=${lm%%$'\n'*}
+    echo "log_size=$size"; echo "log_age=$(( now - lm ))"
+    case $st in *$'\n'*) hm=${st##* }; echo "hb_age=$(( now - hm ))";; esac
     from=$off
     [ "$from" -gt "$size" ] && from=0   # truncated or rotated: read again from the start
     if [ $(( size - from )) -gt "$cap" ]; then from=$(( size - cap )); fi
@@ -73,18 +73,21 @@ while [ $# -gt 0 ]; do
     [ "$size" -gt "$from" ] && echo "log_b64=$(tail -c +$(( from + 1 )) -- "$log" | head -c "$cap" | base64 -w0)"
   else
     echo "log_size=-"
+    [ -f "$rd/heartbeat" ] && echo "hb_age=$(age "$rd/heartbeat")"
   fi
-  [ -f "$rd/heartbeat" ] && echo "hb_age=$(age "$rd/heartbeat")"
   for o in "${outs[@]}"; do
     [ -d "$o" ] || continue
-    # checkpoint-like files first (a metrics.json written every step is not a checkpoint); any file otherwise
-    newest=$(find "$o" -maxdepth 3 -type f \( -name '*.pt' -o -name '*.pth' -o -name '*.ckpt' -o -name '*.safetensors' \
-      -o -name '*.npz' -o -name '*.npy' -o -name '*.bin' -o -name '*.pkl' -o -name '*.h5' \) ! -name '*.tmp*' \
-      -printf '%T@ %s %p\n' 2>/dev/null | sort -n | tail -n 1)
-    [ -n "$newest" ] || newest=$(find "$o" -maxdepth 3 -type f ! -name '*.tmp*' ! -name '*.partial' -printf '%T@ %s %p\n' 2>/dev/null | sort -n | tail -n 1)
-    [ -n "$newest" ] && echo "ckpt=$newest"
+    # the newest checkpoint-like file (a metrics.json written every step is not a checkpoint); any file otherwise
+    find "$o" -maxdepth 3 -type f ! -name '*.tmp*' ! -name '*.partial' -printf '%T@ %s %p\n' 2>/dev/null |
+      awk '{ c = ($3 ~ /\.(pt|pth|ckpt|safetensors|npz|npy|bin|pkl|h5)$/) }
+           c && $1 > bc { bc = $1; b = $0 } $1 > ba { ba = $1; a = $0 }
+           END { if (b != "") print "ckpt=" b; else if (a != "") print "ckpt=" a }'
   done
-  df -P -B1 -- "$rd" 2>/dev/null | awk 'NR==2{print "disk="$6" "$2" "$4}'
-  df -P -i -- "$rd" 2>/dev/null | awk 'NR==2{print "inodes="$2" "$4}'
 done
+# one df for every run dir (bytes and inodes), in argument order
+if [ ${#dirs[@]} -gt 0 ]; then
+  echo "@@df"
+  paste <(printf '%s\n' "${ids[@]}") <(df -P -B1 -- "${dirs[@]}" 2>/dev/null | awk 'NR>1{print $6" "$2" "$4}') \
+        <(df -P -i -- "${dirs[@]}" 2>/dev/null | awk 'NR>1{print $2" "$4}') | awk -F'\t' '{print "df=" $1 " " $2 " " $3}'
+fi
 echo "@@end"
