@@ -73,4 +73,42 @@ class DelayProxy:
         await asyncio.gather(self._pipe(reader, up_w), self._pipe(up_r, writer), return_exceptions=True)
 
     def stop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        """Cancel every connection's tasks and let them finish before the loop stops (no dangling tasks)."""
+
+        async def shutdown() -> None:
+            me = asyncio.current_task()
+            tasks = [t for t in asyncio.all_tasks() if t is not me]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        if self._loop.is_running():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(5)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+
+
+def main() -> None:
+    """`python -m tests.netproxy DELAY_MS TARGET_PORT...`: proxies in a process of their own (so a benchmark's
+    own interpreter does not share its GIL with them); prints `PORTS p1 p2 ...` once they listen."""
+    import sys
+
+    delay = float(sys.argv[1]) / 1000
+    targets = [int(p) for p in sys.argv[2:]]
+
+    async def serve() -> None:
+        ports = []
+        for t in targets:
+            proxy = DelayProxy(t, delay)
+            proxy._loop = asyncio.get_running_loop()
+            server = await asyncio.start_server(proxy._handle, "127.0.0.1", 0)
+            ports.append(server.sockets[0].getsockname()[1])
+        print("PORTS " + " ".join(map(str, ports)), flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()

@@ -62,10 +62,11 @@ class Box:
     def outputs(self, rec: JobRecord) -> Path:
         return Path(rec.spec["outputs"][0])
 
-    def verify(self, rec: JobRecord, *, all_ok: bool = True, newest: str = "ckpt-001.pt", mtime: int = T0) -> int:
+    def verify(self, rec: JobRecord, *, all_ok: bool = True, newest: str = "ckpt-001.pt", mtime: int = T0,
+               checked: bool = True) -> int:
         out = str(self.outputs(rec))
         m = Manifest(job=rec.id, host=rec.host, dest=str(self.root / "pulled" / rec.id), paths=[out], all_ok=all_ok,
-                     checked=True, counts={"ok": 1} if all_ok else {"corrupt": 1}, bytes_total=7,
+                     checked=checked, counts={"ok": 1} if all_ok else {"corrupt": 1}, bytes_total=7,
                      newest_remote_checkpoint=Newest(name=f"{out}/{newest}", mtime=mtime), files=[])
         return record_manifest(self.app.store, m)
 

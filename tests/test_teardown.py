@@ -51,6 +51,15 @@ async def test_gate_refuses_a_manifest_that_is_not_all_ok(box: Box) -> None:
     assert f"manifest #{mid}" in e.value.message and "not all_ok" in e.value.message
 
 
+async def test_gate_refuses_a_pull_without_load_checks(box: Box) -> None:
+    job = box.job()
+    mid = box.verify(job, checked=False)
+    with pytest.raises(GateRefused) as e:
+        await request_teardown(box.app, "box", reason="done")
+    assert f"manifest #{mid}" in e.value.message and "without load checks" in e.value.message
+    assert e.value.data["missing"][0]["fix"] == f'verify_artifacts(job_id="{job.id}")'
+
+
 async def test_gate_refuses_a_stale_manifest_when_a_newer_checkpoint_is_on_the_remote(box: Box) -> None:
     job = box.job()
     box.verify(job)

@@ -45,7 +45,7 @@ while [ "$i" -lt "$n" ]; do
   printf 'J\0%s\0%s\0%s\0%s\0%s\0%s\0' "$i" "$ec" "$pa" "$ga" "$sa" "$rdok"
   i=$((i + 1))
 done
-[ "$#" -gt 0 ] && bash -c "$probe" mcp-gpu-list newest "$@"
+[ "$#" -gt 0 ] && bash -c "$probe" mcp-gpu-list newest 0 "$@"
 exit 0
 """
 
@@ -215,6 +215,10 @@ def judge(host: str, recs: list[JobRecord], manifests: dict[str, ManifestRecord 
         if not m.all_ok:
             missing.append(Missing(job_id=r.id, problem=f"the latest manifest #{m.id} of job {r.id} is not all_ok "
                                                          f"(counts {m.manifest.counts})", fix=verify))
+        elif not m.manifest.checked:
+            # a plain `pull` proves the bytes arrived, not that the checkpoints load: not Iron-Law evidence
+            missing.append(Missing(job_id=r.id, problem=f"manifest #{m.id} of job {r.id} comes from a pull without "
+                                                         "load checks", fix=verify))
         if state == "running" and allow_running:
             continue
         why = stale_reason(m, newest)
