@@ -174,9 +174,9 @@ come from the same minutes.
   {resume['third_s']:.2f} s (one probe: with a manifest present it hashes everything on the remote, so
   unchanged files are proven unchanged and skipped).
 
-Where the time goes: the bytes travel through the OpenSSH client (C crypto, like scp); Python only writes and
-hashes them in a worker thread (SHA-256 with SHA-NI here, ~1.5 GB/s). The remote hash runs on the box while the
-transfer runs. Without an `ssh` binary (or with MCP_GPU_PULL_ENGINE=sftp) the bytes go over asyncssh SFTP,
+Where the time goes: the bytes travel through the OpenSSH client (C crypto, like scp), which writes them
+straight into the `.partial` file; a Python thread hashes that file as it grows (SHA-256 with SHA-NI here,
+~1.5 GB/s). The remote hash runs on the box while the transfer runs. Without an `ssh` binary (or with MCP_GPU_PULL_ENGINE=sftp) the bytes go over asyncssh SFTP,
 whose decryption in this Python process tops out near 100 MiB/s. Both sides write into this VM's page cache,
 which is itself slow (~220 MiB/s for 1 GiB here), so absolute numbers swing from run to run.
 

@@ -17,9 +17,9 @@ TRAIN = Path(__file__).resolve().parent.parent / "mcp_gpu" / "demo" / "train.py"
 STEP = re.compile(r"^step (\d+)/(\d+) loss (\d+\.\d+) lr (\d+\.\d+)$")
 
 
-def train(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-u", str(TRAIN), "--out", str(out), *args], capture_output=True,
-                          text=True, timeout=60, check=False)
+def train(out: Path, *args: str, python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([python, "-u", str(TRAIN), "--out", str(out), *args], capture_output=True,
+                          text=True, timeout=120, check=False)
 
 
 def ckpts(out: Path) -> list[str]:
@@ -82,8 +82,18 @@ def test_sigterm_checkpoints_and_exits_143(tmp_path: Path) -> None:
     assert ckpts(out) == [f"ckpt_{int(m.group(1)):06d}.npz"]
 
 
-@pytest.mark.skipif(not __import__("importlib").util.find_spec("torch"), reason="torch is not installed here")
-def test_with_torch_it_also_saves_pt(tmp_path: Path) -> None:
+@pytest.mark.torch
+def test_with_torch_it_also_saves_pt_that_loads_with_weights_only(tmp_path: Path) -> None:
+    import os
+
+    py = os.environ.get("MCP_GPU_TORCH_PYTHON")
+    if not py:
+        pytest.skip("no torch environment: MCP_GPU_TORCH_PYTHON is set by scripts/test.sh when .venv-torch exists")
     out = tmp_path / "pt"
-    assert train(out, "--steps", "4", "--ckpt-every", "2").returncode == 0
+    res = train(out, "--steps", "4", "--ckpt-every", "2", python=py)
+    assert res.returncode == 0, res.stderr
     assert "ckpt_000004.pt" in ckpts(out)
+    load = subprocess.run([py, "-c", "import sys, torch; d = torch.load(sys.argv[1], weights_only=True, "
+                           "map_location='cpu'); print(sorted(d) if isinstance(d, dict) else type(d))",
+                           str(out / "ckpt_000004.pt")], capture_output=True, text=True, timeout=120, check=False)
+    assert load.returncode == 0, load.stderr
