@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_gpu.artifacts.listing import Newest, Refused, list_remote
+from mcp_gpu.artifacts.pull import fsync_dir
 from mcp_gpu.errors import ConfigError, NotFoundError
 from mcp_gpu.models import iso
 from mcp_gpu.store import Store
@@ -118,12 +119,7 @@ def write_manifest(dest: Path, manifest: Manifest) -> Path:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    with contextlib.suppress(OSError):
-        fd = os.open(dest, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    fsync_dir(dest)
     return final
 
 

@@ -104,7 +104,8 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a rename in `path` durable (best effort: some filesystems refuse to fsync a directory)."""
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -120,7 +121,7 @@ def _finish(partial: Path, final: Path) -> None:
     finally:
         os.close(fd)
     os.replace(partial, final)
-    _fsync_dir(final.parent)
+    fsync_dir(final.parent)
 
 
 async def pull_one(transport: Transport, f: RemoteFile, dest: Path, *,

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+import sys
 
 from mcp.server.mcpserver import MCPServer
 
 
 def register_all(server: MCPServer) -> None:
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        module.register(server)
+    from mcp_gpu.registry import register_package
+
+    register_package(server, sys.modules[__name__])
