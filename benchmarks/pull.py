@@ -123,16 +123,28 @@ def main() -> int:
                             keepalive=5)
         res: dict[str, list[float]] = {"scp": [], "rsync": [], "verify_artifacts": [],
                                        "(part of it) remote SHA-256 alone": []}
-        for rep in range(args.reps):
+        def run_scp(rep: int) -> None:
             d = work / f"scp{rep}"
             d.mkdir()
             res["scp"].append(timed(["scp", "-q", "-F", cfg, f"testhost:{src}", str(d / "shard.dat")]))
+
+        def run_rsync(rep: int) -> None:
             d = work / f"rsync{rep}"
             d.mkdir()
             res["rsync"].append(timed(["rsync", "-a", "-e", f"ssh -F {cfg}", f"testhost:{src}", str(d) + "/"]))
+
+        def run_ours(rep: int) -> None:
             secs, moved, ok = anyio.run(run_verify, settings, src.parent, work / f"verify{rep}")
             assert ok and moved == size, (ok, moved)
             res["verify_artifacts"].append(secs)
+
+        for rep in range(args.reps):
+            # each tool starts with no dirty pages left by the one before (this VM's writeback is slow), and
+            # the order rotates so no tool always runs first or last
+            steps = [run_scp, run_rsync, run_ours]
+            for step in steps[rep % 3:] + steps[: rep % 3]:
+                os.sync()
+                step(rep)
             res["(part of it) remote SHA-256 alone"].append(
                 timed(["ssh", "-F", cfg, "testhost", "openssl", "dgst", "-sha256", str(src)]))
             for p in (work / f"scp{rep}", work / f"rsync{rep}", work / f"verify{rep}"):
@@ -154,7 +166,7 @@ while they arrive, with the remote SHA-256 computed on the box at the same time;
 check (hash-only for this `.dat` file) + MANIFEST.json and registry row) against `scp` and `rsync -a` of the same
 {args.size_mib} MiB random file over a
 loopback OpenSSH {subprocess.run(['ssh', '-V'], capture_output=True, text=True).stderr.strip().split(',')[0]}
-sshd, in the same run, best of {args.reps}. Machine: {os.cpu_count()} CPUs ({platform.machine()}), Python
+sshd, in the same run, best of {args.reps} (order rotated each round; `sync` before each transfer). Machine: {os.cpu_count()} CPUs ({platform.machine()}), Python
 {platform.python_version()}, shared with other work while it ran, so absolute numbers are noisy; the ratios
 come from the same minutes.
 
