@@ -183,10 +183,16 @@ def test_scheduler_verdicts_decide_the_state_when_the_wrapper_left_none() -> Non
     from mcp_gpu.lifecycle.jobs import state_from
     from mcp_gpu.models import JobState
 
-    assert state_from(Observation(alive=False, scheduler_state="PREEMPTED")) is JobState.preempted
-    assert state_from(Observation(alive=False, exit_code=143, scheduler_state="PREEMPTED")) is JobState.preempted
-    assert state_from(Observation(alive=False, scheduler_state="OUT_OF_MEMORY")) is JobState.failed
-    assert state_from(Observation(alive=False, scheduler_state="COMPLETED")) is JobState.succeeded
-    assert state_from(Observation(alive=False, exit_code=0, scheduler_state="COMPLETED")) is JobState.succeeded
-    assert state_from(Observation(alive=False)) is JobState.lost
-    assert state_from(Observation(alive=True, scheduler_state="RUNNING")) is None
+    def s(backend: str | None, **kw: object) -> JobState | None:
+        return state_from(Observation(**kw), backend)  # type: ignore[arg-type]
+
+    assert s("slurm", alive=False, scheduler_state="PREEMPTED") is JobState.preempted
+    assert s("slurm", alive=False, exit_code=143, scheduler_state="PREEMPTED") is JobState.preempted
+    assert s("slurm", alive=False, scheduler_state="NODE_FAIL") is JobState.preempted
+    assert s("slurm", alive=False, scheduler_state="OUT_OF_MEMORY") is JobState.failed
+    assert s("slurm", alive=False, exit_code=0, scheduler_state="COMPLETED") is JobState.succeeded
+    assert s("kubernetes", alive=False, scheduler_state="Evicted") is JobState.preempted
+    assert s("kubernetes", alive=False, exit_code=0, scheduler_state="Complete") is JobState.succeeded
+    assert s("tmux", alive=False) is JobState.lost
+    assert s("tmux", alive=False, exit_code=1) is JobState.failed
+    assert s("slurm", alive=True, scheduler_state="RUNNING") is None

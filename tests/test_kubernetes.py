@@ -228,3 +228,38 @@ async def test_observe_reads_kubectl_get_job_and_pods_json(kube: tuple[SSHTransp
     assert ["--namespace=ml", "get", "job", "train-a-0c5b8f9e", "-o", "json"] in gets
     assert ["--namespace=ml", "get", "pods", "-l", "job-name=train-a-0c5b8f9e", "-o", "json"] in gets
     assert await backend.available(t)
+
+
+async def test_patrol_reads_a_kubernetes_job_in_its_one_probe_and_an_eviction_is_preempted(
+        kube_sshd: tuple[Sshd, Path], settings: Any, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from mcp_gpu.app import App
+    from mcp_gpu.lifecycle.patrol import patrol
+    from mcp_gpu.models import JobRecord, JobState, iso
+    from mcp_gpu.store import jobs as jobs_repo
+
+    server, root = kube_sshd
+    for f in [*(root / "calls").iterdir(), *(root / "answers").iterdir()]:
+        f.unlink()
+    app = App.open(replace(settings, ssh_config=(str(server.ssh_config),)))
+    try:
+        now = iso()
+        rd = tmp_path / "run"
+        rd.mkdir()
+        jobs_repo.insert(app.store, JobRecord(
+            id="job_k8s0000001", host=server.alias, name="kjob", backend="kubernetes", state=JobState.running,
+            command="python train.py\n", workdir=str(tmp_path), run_dir=str(rd), created_at=now, updated_at=now,
+            handle={"k8s_job": "train-a-0c5b8f9e", "namespace": "ml"}))
+        (root / "answers" / "job.json").write_text((FIX / "job-running.json").read_text())
+        first = (await patrol(app, ["job_k8s0000001"])).jobs[0]
+        assert first.state == "running"
+        gets = [c[0] for c in calls(root)]
+        assert ["--namespace=ml", "get", "job", "train-a-0c5b8f9e", "-o", "json"] in gets
+        (root / "answers" / "job.json").write_text((FIX / "job-failed.json").read_text())
+        (root / "answers" / "pods.json").write_text((FIX / "pods-evicted.json").read_text())
+        second = (await patrol(app, ["job_k8s0000001"])).jobs[0]
+        assert second.state == "preempted" and second.changed
+        assert jobs_repo.get(app.store, "job_k8s0000001").state is JobState.preempted
+    finally:
+        await app.aclose()

@@ -205,6 +205,10 @@ def job_state(obs: Observation) -> JobState | None:
 
 
 class KubernetesBackend:
+    @staticmethod
+    def state_of(obs: Observation) -> JobState | None:
+        return job_state(obs)
+
     name: ClassVar[str] = "kubernetes"
 
     async def available(self, t: Transport) -> bool:

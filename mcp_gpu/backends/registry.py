@@ -11,10 +11,11 @@ import pkgutil
 
 from mcp_gpu import backends as _pkg
 from mcp_gpu import log
-from mcp_gpu.backends import Backend
+from mcp_gpu.backends import Backend, Observation
 from mcp_gpu.backends.nohup import NohupBackend
 from mcp_gpu.backends.tmux import TmuxBackend
 from mcp_gpu.errors import ConfigError, UnsupportedError
+from mcp_gpu.models import JobState
 from mcp_gpu.transport import Transport
 
 _log = log.get("mcp_gpu.backends")
@@ -86,3 +87,13 @@ async def choose_backend(t: Transport, requested: str | None = "auto", profile_d
             return b
     raise UnsupportedError(f"{t.host}: neither tmux nor setsid/nohup is available",
                            hint="install tmux (apt-get install tmux) or util-linux's setsid")
+
+
+def scheduler_verdict(name: str, obs: Observation) -> JobState | None:
+    """What a scheduler backend (Slurm, Kubernetes) says an observation means; None for tmux/nohup, whose
+    verdict is the wrapper's exit file."""
+    state_of = getattr(get_backend(name), "state_of", None)
+    if state_of is None or not obs.scheduler_state:
+        return None
+    verdict: JobState | None = state_of(obs)
+    return verdict

@@ -242,6 +242,10 @@ class SlurmBackend:
     name: ClassVar[str] = "slurm"
     batch_name: ClassVar[str] = "slurm-batch.sh"
 
+    @staticmethod
+    def state_of(obs: Observation) -> JobState | None:
+        return job_state(obs)
+
     async def available(self, t: Transport) -> bool:
         res = await t.run(["sh", "-c", "command -v sbatch >/dev/null && sinfo -h -o %P >/dev/null"], timeout=30)
         return res.ok

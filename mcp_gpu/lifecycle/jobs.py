@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from mcp_gpu import log
 from mcp_gpu.app import App
 from mcp_gpu.backends import Observation, RunLayout
-from mcp_gpu.backends.registry import get_backend
+from mcp_gpu.backends.registry import get_backend, scheduler_verdict
 from mcp_gpu.errors import ConfigError, GpuError, TransportError
 from mcp_gpu.models import JobRecord, JobState
 from mcp_gpu.store import audit_log
@@ -78,25 +78,17 @@ def view(rec: JobRecord, *, unreachable: bool = False) -> JobView:
                    exit_code=rec.exit_code, exit_signal=rec.exit_signal, run_dir=rec.run_dir, unreachable=unreachable)
 
 
-# what a scheduler's own verdict proves when the wrapper could not record one (Slurm states, k8s reasons)
-_SCHEDULER_VERDICT = {"PREEMPTED": JobState.preempted, "NODE_FAIL": JobState.preempted,
-                      "EVICTED": JobState.preempted, "CANCELLED": JobState.cancelled, "COMPLETED": JobState.succeeded,
-                      "FAILED": JobState.failed, "OUT_OF_MEMORY": JobState.failed, "TIMEOUT": JobState.failed,
-                      "DEADLINE": JobState.failed, "BOOT_FAIL": JobState.failed, "OOMKILLED": JobState.failed,
-                      "BACKOFFLIMITEXCEEDED": JobState.failed}
-
-
-def state_from(obs: Observation) -> JobState | None:
-    """The state an observation proves, or None when it proves nothing new (alive, or cannot tell)."""
+def state_from(obs: Observation, backend: str | None = None) -> JobState | None:
+    """The state an observation proves, or None when it proves nothing new (alive, or cannot tell).
+    For scheduler backends their own state table decides (a preempted or failed node leaves no exit file)."""
     if obs.alive is None or obs.alive:
         return None
     if obs.cancelled:
         return JobState.cancelled
-    word = (obs.scheduler_state or "").split()[0].rstrip("+").upper() if obs.scheduler_state else ""
-    if word in ("PREEMPTED", "NODE_FAIL", "EVICTED"):
-        return _SCHEDULER_VERDICT[word]  # the wrapper died with the node or was killed: trust the scheduler
-    if obs.exit_code is None and word in _SCHEDULER_VERDICT:
-        return _SCHEDULER_VERDICT[word]
+    if backend is not None:
+        verdict = scheduler_verdict(backend, obs)
+        if verdict is not None and verdict.finished:
+            return verdict
     if obs.exit_code is None:
         return JobState.lost
     return JobState.succeeded if obs.exit_code == 0 else JobState.failed
@@ -118,7 +110,7 @@ async def refresh_job(app: App, rec: JobRecord, t: Transport | None = None) -> t
         obs = await observe(app, rec, t)
     except TransportError:
         return rec, None
-    new = state_from(obs)
+    new = state_from(obs, rec.backend)
     if new is None:
         if obs.alive and rec.state is JobState.launching:
             rec = jobstore.set_state(app.store, rec.id, JobState.running, kind="observed", detail={"detail": obs.detail})

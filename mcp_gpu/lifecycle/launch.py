@@ -171,7 +171,7 @@ async def probe(app: App, t: Transport, backend: Backend, rec: JobRecord, probe_
         if monotonic() >= deadline:
             break
         await anyio.sleep(min(interval, max(0.05, deadline - monotonic())))
-    new = state_from(obs)
+    new = state_from(obs, rec.backend)
     if new is not None:
         rec = jobstore.set_state(app.store, rec.id, new, kind="probe", exit_code=obs.exit_code,
                                  exit_signal=obs.exit_signal, detail={"detail": obs.detail})

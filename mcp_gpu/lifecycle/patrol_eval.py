@@ -8,6 +8,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from mcp_gpu.app import App
+from mcp_gpu.backends import Observation
+from mcp_gpu.backends.registry import scheduler_verdict
 from mcp_gpu.lifecycle.patrol_probe import HostFacts, JobFacts, job_gpu
 from mcp_gpu.models import Finding, JobRecord, JobState, finding, iso
 from mcp_gpu.store import jobs as jobs_repo
@@ -17,11 +19,6 @@ STALL_FLOOR_S = 600.0  # never call a job stalled before 10 min of silence, howe
 STALL_FACTOR = 5.0  # ... or five of its own observed step intervals, whichever is longer
 SEEN_CAP = 400  # fingerprints kept per job so old lines never re-escalate
 HISTORY_CAP = 8
-
-_SLURM = {"PENDING": "launching", "CONFIGURING": "launching", "RUNNING": "running", "COMPLETING": "running",
-          "COMPLETED": "succeeded", "FAILED": "failed", "OUT_OF_MEMORY": "failed", "TIMEOUT": "failed",
-          "NODE_FAIL": "failed", "BOOT_FAIL": "failed", "DEADLINE": "failed", "CANCELLED": "cancelled",
-          "PREEMPTED": "preempted", "REQUEUED": "launching", "SUSPENDED": "running"}
 
 
 class ProgressView(BaseModel):
@@ -90,29 +87,28 @@ def _consume(facts: JobFacts, finished: bool) -> tuple[list[str], int]:
     return [ln for ln in lines if ln.strip()], facts.log_from + len(data)
 
 
-def _base_state(job: JobRecord, f: JobFacts) -> tuple[str, int | None, str | None]:
+def scheduler_observation(job: JobRecord, f: JobFacts) -> Observation | None:
+    """Slurm and Kubernetes jobs: what the scheduler said in this probe, parsed by the backend itself."""
+    if job.backend == "slurm" and f.slurm_text:
+        from mcp_gpu.backends import slurm
+
+        return slurm.parse_observation(f.slurm_text)
+    if job.backend == "kubernetes" and f.k8s_job is not None:
+        from mcp_gpu.backends import kubernetes
+
+        return kubernetes.parse_observation(f.k8s_job, f.k8s_pods)
+    return None
+
+
+def _base_state(job: JobRecord, f: JobFacts, sched: Observation | None) -> tuple[str, int | None, str | None]:
     if f.has_exit:
         if f.cancelled:
             return "cancelled", f.exit_code, f.exit_signal
         return ("succeeded" if f.exit_code == 0 else "failed"), f.exit_code, f.exit_signal
-    if job.backend == "slurm" and f.sched:
-        word = f.sched.split("|")[0].split()[0].rstrip("+").replace("JobState=", "").upper() if f.sched else ""
-        mapped = _SLURM.get(word)
-        if mapped:
-            code = None
-            if "|" in f.sched:
-                ec = f.sched.split("|")[1].split(":")[0]
-                code = int(ec) if ec.isdigit() else None
-            return mapped, code, None
-    if job.backend == "kubernetes" and f.k8s is not None:
-        st = f.k8s.get("status", {})
-        if st.get("succeeded"):
-            return "succeeded", 0, None
-        conds = {c.get("type"): c for c in st.get("conditions", []) if c.get("status") == "True"}
-        if "Failed" in conds:
-            return "failed", None, None
-        if st.get("active"):
-            return "running", None, None
+    if sched is not None:
+        verdict = scheduler_verdict(job.backend, sched)
+        if verdict is not None:
+            return verdict.value, sched.exit_code, sched.exit_signal
     if f.alive:
         return "running", None, None
     if f.cancelled:
@@ -137,7 +133,8 @@ async def evaluate(app: App, job: JobRecord, host: HostFacts | None, f: JobFacts
         _record(app, job, rep, lp, history, now, offset=None)
         return rep
 
-    base, code, sig = _base_state(job, f)
+    sched = scheduler_observation(job, f)
+    base, code, sig = _base_state(job, f, sched)
     lines, new_offset = _consume(f, finished=base not in ("running", "launching"))
     oom_delta = 0
     if host.oom_kill is not None and lp.get("oom_kill") is not None:
@@ -145,7 +142,7 @@ async def evaluate(app: App, job: JobRecord, host: HostFacts | None, f: JobFacts
     disk_free = f.disk[2] if f.disk else None
     inodes_free = f.inodes[1] if f.inodes else None
     exit_for_triage = code if base in ("failed", "cancelled", "preempted", "lost", "succeeded") else None
-    sched_word = f.sched.split("|")[0].split()[0].rstrip("+") if f.sched else None
+    sched_word = sched.scheduler_state if sched is not None else None
     tri = triage(lines, exit_code=exit_for_triage, exit_signal=sig, oom_kill_delta=oom_delta,
                  scheduler_state=sched_word, disk_free_bytes=disk_free, inodes_free=inodes_free,
                  seen=set(lp.get("seen", [])))

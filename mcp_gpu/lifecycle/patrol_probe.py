@@ -15,12 +15,22 @@ LOG_CAP = 256 * 1024  # new log bytes read per job per patrol; beyond that the n
 
 
 def script() -> str:
-    return importlib.resources.files("mcp_gpu.probes").joinpath("patrol.sh").read_text()
+    from mcp_gpu.backends import slurm
+
+    body = importlib.resources.files("mcp_gpu.probes").joinpath("patrol.sh").read_text()
+    # one definition of "what Slurm says about a job": the backend's observe script, as a function
+    head, _, rest = body.partition("set -u\n")
+    return head + "set -u\nslurm_observe() {\n" + slurm.OBSERVE + "\n}\n" + rest
 
 
 def sched_id(job: JobRecord) -> str:
+    """Slurm: the job id. Kubernetes: the Job name followed by the backend's kubectl flags (context, namespace)."""
     h = job.handle
-    return str(h.get("slurm_job_id") or h.get("k8s_job") or "")
+    if job.backend == "kubernetes" and h.get("k8s_job"):
+        from mcp_gpu.backends.kubernetes import KubernetesBackend
+
+        return " ".join([str(h["k8s_job"]), *KubernetesBackend._base(h)[1:]])
+    return str(h.get("slurm_job_id") or "")
 
 
 def build_args(jobs: list[JobRecord], cap: int = LOG_CAP) -> list[str]:
@@ -54,8 +64,9 @@ class JobFacts:
     group_alive: bool = False
     session: bool | None = None
     pids: list[int] = field(default_factory=list)
-    sched: str | None = None
-    k8s: dict[str, Any] | None = None
+    slurm_text: str = ""  # the Slurm backend's observe output (parsed by backends.slurm)
+    k8s_job: dict[str, Any] | None = None
+    k8s_pods: dict[str, Any] = field(default_factory=dict)
     log_size: int | None = None
     log_age: float | None = None
     log_from: int = 0
@@ -145,13 +156,17 @@ def _job_line(j: JobFacts, key: str, val: str) -> None:
         j.session = val == "1"
     elif key == "pids":
         j.pids = [int(p) for p in val.split(",") if p.isdigit()]
-    elif key == "sched":
-        j.sched = val.strip() or None
-    elif key == "k8s_b64":
+    elif key.startswith("slurm."):
+        j.slurm_text += f"{key[6:]}={val}\n"
+    elif key in ("k8s_job_b64", "k8s_pods_b64"):
         try:
-            j.k8s = json.loads(base64.b64decode(val)) if val else None
+            doc = json.loads(base64.b64decode(val)) if val else None
         except (ValueError, json.JSONDecodeError):
-            j.k8s = None
+            doc = None
+        if key == "k8s_job_b64":
+            j.k8s_job = doc
+        else:
+            j.k8s_pods = doc or {}
     elif key == "log_size":
         j.log_size = _int(val) if val != "-" else None
     elif key == "log_age":

@@ -44,20 +44,15 @@ while [ $# -gt 0 ]; do
     sa=0; tmux -L "$sock" has-session -t "=$sess" 2>/dev/null && sa=1; echo "session=$sa"
   fi
   case $backend in
-    slurm)
+    slurm)  # the Slurm backend's own observe script (squeue, sacct or scontrol), defined above this text
       if command -v squeue >/dev/null 2>&1 && [ -n "$sched" ]; then
-        s=$(squeue -h -j "$sched" -o %T 2>/dev/null | head -n 1)
-        [ -z "$s" ] && s=$(sacct -X -n -P -j "$sched" --format=State,ExitCode 2>/dev/null | head -n 1)
-        [ -z "$s" ] && s=$(scontrol show job "$sched" 2>/dev/null | tr ' ' '\n' | grep -E '^(JobState|ExitCode)=' | tr '\n' ' ')
-        echo "sched=$s"
-      else
-        echo "sched=?"
+        slurm_observe "$sched" "$rd" | sed 's/^/slurm./'
       fi ;;
-    kubernetes)
+    kubernetes)  # $sched is "NAME [kubectl flags...]" built by the Kubernetes backend
       if command -v kubectl >/dev/null 2>&1 && [ -n "$sched" ]; then
-        echo "k8s_b64=$(timeout 20 kubectl get job "$sched" -o json 2>/dev/null | base64 -w0)"
-      else
-        echo "sched=?"
+        read -r -a k <<< "$sched"
+        echo "k8s_job_b64=$(timeout 20 kubectl "${k[@]:1}" get job "${k[0]}" -o json 2>/dev/null | base64 -w0)"
+        echo "k8s_pods_b64=$(timeout 20 kubectl "${k[@]:1}" get pods -l "job-name=${k[0]}" -o json 2>/dev/null | base64 -w0)"
       fi ;;
   esac
   log=$rd/out.log
