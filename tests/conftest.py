@@ -32,13 +32,19 @@ def settings(home: Path) -> Settings:
     return Settings(home=home, connect_timeout=5, command_timeout=30, keepalive=2)
 
 
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[App]:
+async def _app(settings: Settings) -> AsyncIterator[App]:
     a = App.open(settings)
     try:
         yield a
     finally:
         await a.aclose()
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[App]:
+    """An App on this machine (`local`) with an isolated state dir."""
+    async for a in _app(settings):
+        yield a
 
 
 @pytest.fixture
@@ -79,11 +85,9 @@ def ssh_settings(home: Path, sshd: object, monkeypatch: pytest.MonkeyPatch) -> S
 
 @pytest.fixture
 async def ssh_app(ssh_settings: Settings) -> AsyncIterator[App]:
-    a = App.open(ssh_settings)
-    try:
+    """An App whose pool reaches the session's sshd as `testhost`."""
+    async for a in _app(ssh_settings):
         yield a
-    finally:
-        await a.aclose()
 
 
 @pytest.fixture

@@ -140,7 +140,8 @@ async def test_unknown_alias_is_a_clear_error_and_writes_nothing(app: App) -> No
 async def test_sshd_dropping_the_connection_mid_probe_is_a_transport_error(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     server = Sshd(tmp_path / "drop").start()
     slow = tmp_path / "slowpy"
-    slow.write_text("#!/bin/sh\nsleep 20\n")
+    started = tmp_path / "probe-reached-python"
+    slow.write_text(f"#!/bin/sh\ntouch {started}\nsleep 20\n")
     slow.chmod(0o755)
     from dataclasses import replace
 
@@ -151,7 +152,9 @@ async def test_sshd_dropping_the_connection_mid_probe_is_a_transport_error(setti
         caught: list[BaseException] = []
 
         async def cut() -> None:
-            await anyio.sleep(1.0)
+            with anyio.fail_after(20):  # cut only once the probe is mid-command
+                while not started.exists():
+                    await anyio.sleep(0.05)
             server.stop(sessions=True)
 
         async with anyio.create_task_group() as tg:
