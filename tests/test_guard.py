@@ -222,3 +222,95 @@ async def test_platforms_without_an_in_box_stop_get_a_notice_guard(app: App) -> 
     register_host_record(app.store, "lam", "local", "lambda", "lam-1")
     plan = plan_guard(app, "lam", GuardRules(max_hours=1))
     assert plan.stop == "notice" and "lambda has no stop verb" in (plan.why_notice or "")
+
+
+# ---- the human approves arming: form elicitation through a real MCP client, or the terminal ----
+
+class Human:
+    def __init__(self, action: str, typed: str | None = None) -> None:
+        self.action, self.typed, self.asked = action, typed, []  # type: ignore[var-annotated]
+
+    async def __call__(self, context: object, params: object) -> object:
+        from mcp.types import ElicitResult
+
+        self.asked.append(params.message)  # type: ignore[attr-defined]
+        return ElicitResult(action=self.action,  # type: ignore[arg-type]
+                            content={"host": self.typed} if self.action == "accept" else None)
+
+
+async def test_arming_through_mcp_needs_the_human_to_type_the_host(
+        ssh_app: App, tmp_path: Path, volume: Path, runpod: FakeCloud, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    from mcp_gpu.server import build_server
+
+    register_host_record(ssh_app.store, "box", "testhost", "runpod", POD)
+    monkeypatch.setenv("HOME", str(tmp_path))  # the guard dir defaults under the remote home
+    args = {"host": "box", "max_hours": 1.0}
+    wrong = Human("accept", "not-box")
+    async with Client(build_server(app=ssh_app), elicitation_callback=wrong) as c:
+        r = await c.call_tool("guard_arm", args)
+    assert r.is_error and "does not match" in r.content[0].text  # type: ignore[union-attr]
+    assert "SIGTERM" in wrong.asked[0] and "never destroy" in wrong.asked[0]
+    declined = Human("decline")
+    async with Client(build_server(app=ssh_app), elicitation_callback=declined) as c:
+        r = await c.call_tool("guard_arm", args)
+    assert r.is_error and "did not approve" in r.content[0].text  # type: ignore[union-attr]
+    async with Client(build_server(app=ssh_app)) as c:  # a client that cannot show forms: nothing runs
+        with pytest.raises(MCPError):
+            await c.call_tool("guard_arm", args)
+    from mcp_gpu.store import guards as repo
+
+    assert repo.find(ssh_app.store, "box") is None  # none of that armed anything
+    human = Human("accept", "box")
+    async with Client(build_server(app=ssh_app), elicitation_callback=human) as c:
+        r = await c.call_tool("guard_arm", args)
+        assert not r.is_error, r.content
+        assert r.structured_content is not None and r.structured_content["alive"] is True
+        st = await c.call_tool("guard_status", {})
+        assert "guard ALIVE" in st.content[0].text  # type: ignore[union-attr]
+        d = await c.call_tool("guard_disarm", {"host": "box"})
+        assert not d.is_error and d.structured_content["alive"] is False  # type: ignore[index]
+    assert not runpod.requests
+
+
+def test_the_cli_arms_only_with_a_human_at_the_terminal(home: Path, tmp_path: Path, runs: Path) -> None:
+    import os
+    import pty
+    import subprocess
+
+    env = {**os.environ, "MCP_GPU_HOME": str(home)}
+    base = [sys.executable, "-m", "mcp_gpu"]
+    subprocess.run([*base, "hosts", "add", "box", "local"], env=env, check=True, capture_output=True, timeout=60)
+    arm = [*base, "guard", "arm", "box", "--max-hours", "1", "--run-root", str(runs)]
+    piped = subprocess.run(["setsid", *arm], env=env, input="box\n", capture_output=True, text=True, timeout=60)
+    assert piped.returncode == 2 and "no controlling terminal" in piped.stderr  # a pipe is not a human
+
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen(arm, env={**env, "HOME": str(tmp_path)}, stdin=secondary, stdout=secondary,
+                            stderr=secondary, start_new_session=True,
+                            preexec_fn=lambda: __import__("fcntl").ioctl(0, __import__("termios").TIOCSCTTY, 0))
+    os.close(secondary)
+    seen = b""
+    deadline = time.monotonic() + 60
+    while b"to approve" not in seen and time.monotonic() < deadline:
+        try:
+            seen += os.read(primary, 4096)
+        except OSError:  # the child closed the terminal: it ended before asking
+            raise AssertionError(seen.decode(errors="replace")) from None
+    os.write(primary, b"box\n")
+    out = b""
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            out += os.read(primary, 4096)
+        except OSError:
+            break
+    proc.wait(timeout=30)
+    os.close(primary)
+    assert proc.returncode == 0, (seen + out).decode(errors="replace")
+    assert b"only writes a loud NOTICE" in seen  # local has no stop verb: the human saw exactly that
+    status = subprocess.run([*base, "guard", "status"], env={**env, "HOME": str(tmp_path)}, capture_output=True,
+                            text=True, timeout=60)
+    assert "box: guard ALIVE" in status.stdout
+    subprocess.run(["pkill", "-f", str(tmp_path / ".mcp-gpu" / "guard")], check=False)
