@@ -314,3 +314,42 @@ def test_the_cli_arms_only_with_a_human_at_the_terminal(home: Path, tmp_path: Pa
                             text=True, timeout=60)
     assert "box: guard ALIVE" in status.stdout
     subprocess.run(["pkill", "-f", str(tmp_path / ".mcp-gpu" / "guard")], check=False)
+
+
+async def test_patrol_shows_the_guard_and_what_the_host_bills(
+        ssh_app: App, tmp_path: Path, runs: Path, volume: Path, runpod: FakeCloud) -> None:
+    from mcp_gpu.lifecycle.patrol import patrol
+    from mcp_gpu.tools.patrol import render
+
+    register_host_record(ssh_app.store, "box", "testhost", "runpod", POD)
+    runpod.instances[POD].hourly = 2.49
+    runpod.instances[POD].started = time.time() - 2 * 3600
+    jid = await start_trainer(ssh_app, volume / "ck", runs)
+    plan = plan_guard(ssh_app, "box", GuardRules(max_hours=1, interval_s=0.5))
+    await arm_guard(ssh_app, plan, approved_by="test", run_root=str(runs), guard_dir=guard_dir(tmp_path))
+    report = await patrol(ssh_app, [jid])
+    host = report.hosts[0]
+    assert host.guard is not None and "guard ALIVE" in host.guard and "h left" in host.guard
+    assert host.billing is not None and "$2.49/h" in host.billing
+    assert re.search(r"up 2\.0 h, so far \$4\.9\d", host.billing)
+    assert "guard ALIVE (armed, jobs running)" in host.guard
+    text = render(report)
+    assert "box bills: runpod pod-guard-1" in text and "guard ALIVE" in text
+    await guard_status(ssh_app, "box", disarm=True)
+
+
+async def test_launch_with_a_guard_asks_for_the_human_and_arms_nothing_by_itself(app: App, tmp_path: Path,
+                                                                                 runs: Path) -> None:
+    from mcp import Client
+
+    from mcp_gpu.server import build_server
+    from mcp_gpu.store import guards as repo
+
+    async with Client(build_server(app=app)) as c:
+        r = await c.call_tool("launch_detached", {
+            "host": "local", "command": "sleep 30", "workdir": str(tmp_path), "name": "guarded", "backend": "nohup",
+            "probe_s": 1, "run_root": str(runs), "guard": {"max_hours": 6, "idle_minutes": 30}})
+    assert not r.is_error, r.content
+    nxt = r.structured_content["next"]  # type: ignore[index]
+    assert "guard_arm(host='local', max_hours=6.0, idle_minutes=30.0)" in nxt and "human approves" in nxt
+    assert repo.find(app.store, "local") is None

@@ -259,7 +259,13 @@ async def guard_status(app: App, host: str, *, disarm: bool = False) -> GuardSta
     left = max(0.0, row["deadline"] - now) if row["deadline"] and alive else None
     notice = b64("notice_b64").strip()
     word = "ALIVE" if alive else "NOT RUNNING"
-    line = (f"{host}: guard {word} ({state or 'no state yet'})"
+    shown = state or "no state yet"
+    if state.startswith("armed"):
+        fields = dict(x.split("=", 1) for x in state.split()[1:] if "=" in x)
+        idle = fields.get("idle_since", "0")
+        shown = "armed, " + ("jobs running" if fields.get("jobs") == "busy" else "no job running") + (
+            f", idle since {iso_time(float(idle))}" if idle.isdigit() and idle != "0" else "")
+    line = (f"{host}: guard {word} ({shown})"
             + (f", deadline {iso_time(row['deadline'])} ({left / 3600:.1f} h left)" if left is not None else "")
             + (f"; NOTICE: {notice.splitlines()[-1]}" if notice else ""))
     return GuardStatus(host=host, present=True, alive=alive, state=state, deadline=iso_time(row["deadline"])
