@@ -42,6 +42,11 @@ class Instance:
     final: str | None = None     # vendor state once settled; None = gone
     acted: bool = False
     accept_status: int = 200
+    name: str = ""
+    hourly: float | None = None
+    started: float | None = None  # epoch seconds the platform says it last started
+    ip: str = "127.0.0.1"
+    ssh_port: int = 22
 
 
 @dataclass(frozen=True)
@@ -121,8 +126,12 @@ class FakeCloud:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}{self.d.prefix}"
 
-    def add(self, iid: str, *, lag: int = 0, accept_status: int = 200, state: str | None = None) -> Instance:
-        inst = Instance(state=state or self.d.running, lag=lag, accept_status=accept_status)
+    page_size = 2  # small pages so listings exercise the documented pagination
+
+    def add(self, iid: str, *, lag: int = 0, accept_status: int = 200, state: str | None = None, name: str = "",
+            hourly: float | None = None, started: float | None = None, ssh_port: int = 22) -> Instance:
+        inst = Instance(state=state or self.d.running, lag=lag, accept_status=accept_status, name=name,
+                        hourly=hourly, started=started, ssh_port=ssh_port)
         self.instances[iid] = inst
         return inst
 
@@ -163,6 +172,9 @@ class FakeCloud:
         self._send(h, status, payload)
 
     def _route(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        listing = self._listing(method, path)
+        if listing is not None:
+            return listing
         for m, pattern, op in self.d.routes:
             match = re.fullmatch(pattern, path)
             if m == method and match:
@@ -183,6 +195,56 @@ class FakeCloud:
         inst.transit = self.d.transit_stop if op == "stop" else self.d.transit_destroy
         inst.final = self.d.stopped if op == "stop" else None
         return inst.accept_status, {"id": iid, "ok": True}
+
+    # ---- the documented list endpoints ----
+    def _listed(self) -> list[tuple[str, Instance]]:
+        out = []
+        for iid, inst in self.instances.items():
+            if inst.acted and inst.final is None and inst.lag <= 0:
+                continue  # destroyed: no longer listed
+            out.append((iid, inst))
+        return out
+
+    def _vendor_state(self, inst: Instance) -> str:
+        if inst.acted:
+            return inst.transit if inst.lag > 0 or inst.final is None else inst.final
+        return inst.state
+
+    def _listing(self, method: str, path: str) -> tuple[int, Any] | None:
+        from datetime import UTC, datetime
+        from urllib.parse import parse_qs, urlsplit
+
+        if method != "GET":
+            return None
+        u = urlsplit(path)
+        q = {k: v[0] for k, v in parse_qs(u.query).items()}
+        rows = self._listed()
+        iso = lambda t: datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None  # noqa: E731
+        name = self.d.name
+        if name == "runpod" and u.path == "/v1/pods":
+            return 200, [{"id": iid, "name": i.name, "desiredStatus": self._vendor_state(i), "costPerHr": i.hourly,
+                          "lastStartedAt": iso(i.started), "publicIp": i.ip, "portMappings": {"22": i.ssh_port}}
+                         for iid, i in rows]
+        if name == "lambda" and u.path == "/api/v1/instances":
+            return 200, {"data": [{"id": iid, "name": i.name, "status": self._vendor_state(i), "ip": i.ip,
+                                   "instance_type": {"name": "gpu_1x_a100",
+                                                     "price_cents_per_hour": round((i.hourly or 0) * 100)}}
+                                  for iid, i in rows]}
+        start = int(q.get("next_token") or q.get("after") or 0)
+        page = rows[start:start + self.page_size]
+        more = start + self.page_size < len(rows)
+        if name == "vastai" and u.path == "/api/v1/instances/":
+            return 200, {"success": True, "instances_found": len(page), "total_instances": len(rows),
+                         "next_token": str(start + self.page_size) if more else None,
+                         "instances": [{"id": int(iid) if iid.isdigit() else iid, "label": i.name,
+                                        "actual_status": self._vendor_state(i), "dph_total": i.hourly,
+                                        "start_date": i.started, "public_ipaddr": i.ip, "ssh_host": i.ip,
+                                        "ssh_port": i.ssh_port} for iid, i in page]}
+        if name == "paperspace" and u.path == "/v1/machines":
+            return 200, {"hasMore": more, "nextPage": str(start + self.page_size) if more else None,
+                         "items": [{"id": iid, "name": i.name, "state": self._vendor_state(i), "publicIp": i.ip}
+                                   for iid, i in page]}
+        return None
 
     def _status(self, iid: str, inst: Instance | None) -> tuple[int, Any]:
         if inst is None:

@@ -103,6 +103,7 @@ async def test_a_prompt_substitutes_its_arguments_and_defaults(app: App) -> None
     assert "platform: unknown" in launch_text
     patrol_text = patrol.messages[0].content.text  # type: ignore[union-attr]
     assert "every job not yet reported finished" in patrol_text and "Never tear down" in patrol_text
+    assert "Call `wait`" in patrol_text and "changed: false" in patrol_text
 
 
 async def test_a_prompt_without_its_required_argument_is_refused(app: App) -> None:

@@ -26,6 +26,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--run-root", help="where run dirs go on the host (default ~/.mcp-gpu/runs)")
     p.add_argument("--output", action="append", default=[], metavar="DIR", help="output/checkpoint dir; repeatable")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="backend option; repeatable")
+    p.add_argument("--guard-max-hours", type=float, metavar="H",
+                   help="also arm the on-box guard: stop the meter H hours from now (you approve at the terminal)")
+    p.add_argument("--guard-idle-min", type=float, metavar="M",
+                   help="also arm the on-box guard: stop after M minutes with no job and idle GPUs")
     p.add_argument("--json", action="store_true", help="print the structured result")
     p.set_defaults(func=run, command=[])
     _split_at_double_dash(p)
@@ -73,9 +77,19 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = dict(_pairs(args.option, "--option"))
 
     async def go(app: App) -> Any:
-        return await launch_detached(app, args.host, command, args.workdir, args.name, backend=args.backend, env=env,
-                                     secret_env=args.secret_env, probe_s=args.probe_s, run_root=args.run_root,
-                                     outputs=args.output or None, options=options)
+        res = await launch_detached(app, args.host, command, args.workdir, args.name, backend=args.backend, env=env,
+                                    secret_env=args.secret_env, probe_s=args.probe_s, run_root=args.run_root,
+                                    outputs=args.output or None, options=options)
+        if args.guard_max_hours is not None or args.guard_idle_min is not None:
+            from mcp_gpu.cli.guard import ask_terminal
+            from mcp_gpu.lifecycle import guard as g
+
+            plan = g.plan_guard(app, args.host, g.GuardRules(max_hours=args.guard_max_hours,
+                                                             idle_minutes=args.guard_idle_min))
+            ask_terminal(plan.summary, args.host)
+            st = await g.arm_guard(app, plan, approved_by="terminal", run_root=args.run_root)
+            res.next = f"{st.line}; {res.next}"
+        return res
 
     res = run_with_app(go)
     if args.json:

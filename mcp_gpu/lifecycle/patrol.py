@@ -32,6 +32,9 @@ class HostPatrol(BaseModel):
     duration_s: float
     error: str | None = None
     oom_kills: int | None = None
+    billing: str | None = Field(default=None, description="what the provider bills for this host: $/h, time up, "
+                                                          "cost so far (hosts whose provider key is set)")
+    guard: str | None = Field(default=None, description="the on-box guard: state, deadline, time left, notices")
 
 
 class PatrolReport(BaseModel):
@@ -98,6 +101,7 @@ async def patrol(app: App, job_ids: list[str] | None = None, *, stall_floor_s: f
         for j in jobs:
             job_reports.append(await evaluate(app, j, hf, facts.get(j.id), stall_floor_s=stall_floor_s))
 
+    await _decorate(app, host_reports)
     by_id = {j.id: j for j in selected}
     for r in job_reports:
         if r.state == "preempted" and r.changed:
@@ -107,6 +111,22 @@ async def patrol(app: App, job_ids: list[str] | None = None, *, stall_floor_s: f
                           summary=[r.line for r in job_reports] or ["no jobs to patrol"], changed=changed,
                           next=_next_step(job_reports), jobs=job_reports, hosts=host_reports)
     return report
+
+
+async def _decorate(app: App, hosts: list[HostPatrol]) -> None:
+    """Billing from the providers' listings (cached) and the state of each host's guard (its events go to the
+    audit log on this contact). Neither can fail a patrol."""
+    from mcp_gpu.lifecycle.guard import all_guard_status
+    from mcp_gpu.lifecycle.instances import billing_line, host_billing
+
+    names = [h.host for h in hosts]
+    bills = await host_billing(app, names)
+    guards = {g.host: g for g in await all_guard_status(app, [h.host for h in hosts if h.reachable])}
+    for h in hosts:
+        if h.host in bills:
+            h.billing = billing_line(bills[h.host])
+        if h.host in guards:
+            h.guard = guards[h.host].line
 
 
 async def _maybe_relaunch(app: App, job: JobRecord, r: JobPatrol) -> None:

@@ -52,6 +52,23 @@ class ProviderResult(BaseModel):
     steps: list[str] = Field(default_factory=list, description="console steps a human must do (status=manual)")
 
 
+class InstanceInfo(BaseModel):
+    """One instance as the platform's own listing reports it. Cost is an estimate: hourly price × time since
+    the platform says it last started (what the platform bills may differ by storage and bandwidth)."""
+
+    provider: str
+    instance_id: str
+    name: str | None = None
+    state: str = Field(description="normalised: running, starting, stopping, stopped, terminating, unknown")
+    vendor_state: str | None = Field(default=None, description="the platform's own word")
+    hourly_usd: float | None = Field(default=None, description="the platform's current price per hour, if it says")
+    running_s: float | None = Field(default=None, description="seconds since the platform last started it, if known")
+    cost_so_far_usd: float | None = Field(default=None, description="hourly × running time (estimate)")
+    public_ip: str | None = None
+    ssh_host: str | None = None
+    ssh_port: int | None = None
+
+
 @runtime_checkable
 class Provider(Protocol):
     """A platform's meter-stop verbs. `unsupported` maps an action to a sentence the model can repeat."""
@@ -61,6 +78,26 @@ class Provider(Protocol):
     unsupported: Mapping[str, str]
 
     async def act(self, action: str, instance_id: str) -> ProviderResult: ...
+
+
+@runtime_checkable
+class Lister(Protocol):
+    """A platform whose API lists the account's instances (the HTTP providers)."""
+
+    async def list_instances(self) -> list[InstanceInfo]: ...
+
+
+async def list_instances(name: str, *, env: Mapping[str, str] = os.environ, max_retries: int = 4) -> list[InstanceInfo]:
+    """Every instance the platform lists for the account whose key is in `env`.
+
+    Raises:
+        ConfigError: unknown platform, no key, or a platform with no listing API.
+        ProviderError: see HttpProvider.list_instances.
+    """
+    p = get_provider(name, env=env, max_retries=max_retries)
+    if not isinstance(p, Lister):
+        raise ConfigError(f"{name} has no API that lists instances", hint="check its console by hand")
+    return await p.list_instances()
 
 
 # id → (module, class). Imported lazily so a broken or slow provider module never breaks the others.
@@ -140,5 +177,5 @@ def get_provider(
                       hint=f"use one of: {', '.join(PROVIDERS)}")
 
 
-__all__ = ["API_KEY_ENV", "MANUAL", "PROVIDERS", "ActionStatus", "HttpCall", "Provider", "ProviderResult",
-           "base_url_env", "get_provider"]
+__all__ = ["API_KEY_ENV", "MANUAL", "PROVIDERS", "ActionStatus", "HttpCall", "InstanceInfo", "Lister", "Provider",
+           "ProviderResult", "base_url_env", "get_provider", "list_instances"]

@@ -20,13 +20,14 @@ import httpx2
 
 from mcp_gpu import log
 from mcp_gpu.errors import ConfigError, ProviderError, UnsupportedError
-from mcp_gpu.providers import API_KEY_ENV, ActionStatus, HttpCall, ProviderResult, Sleep
+from mcp_gpu.providers import API_KEY_ENV, ActionStatus, HttpCall, InstanceInfo, ProviderResult, Sleep
 
 _log = log.get("mcp_gpu.providers")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DESTROY_WORDS = frozenset({"terminate", "destroy", "delete", "release"})
 GONE = "gone"
 MAX_RETRY_AFTER_S = 120.0
+MAX_LIST_PAGES = 50  # a listing that never ends (a broken or hostile API) stops here, and says so
 
 
 class Observation(NamedTuple):
@@ -83,6 +84,34 @@ class HttpProvider:
     def client_kwargs(self) -> dict[str, Any]:
         return {"headers": {"Authorization": f"Bearer {self._key}"}}
 
+    def list_request(self, cursor: str | None) -> str:
+        """The path (with query) of one page of the account's instance listing."""
+        raise NotImplementedError
+
+    def list_page(self, body: Any) -> tuple[list[dict[str, Any]], str | None]:
+        """(the instance objects on a page, the cursor of the next page or None)."""
+        raise NotImplementedError
+
+    def read_instance(self, item: dict[str, Any], now: float) -> InstanceInfo:
+        raise NotImplementedError
+
+    def info(self, iid: Any, vendor: Any, *, name: Any = None, hourly: Any = None, started: float | None = None,
+             now: float = 0.0, ip: Any = None, ssh_host: Any = None, ssh_port: Any = None) -> InstanceInfo:
+        """Build an InstanceInfo from the vendor's raw fields, tolerating missing or odd values."""
+        raw = str(vendor) if vendor not in (None, "") else ""
+        state = self.status_map.get(raw) or self.status_map.get(raw.lower()) or self.status_map.get(raw.upper()) \
+            or "unknown"
+        if state == GONE:
+            state = "terminating"  # still listed: not gone yet
+        price = _num(hourly)
+        running = max(0.0, now - started) if started and state in ("running", "starting") else None
+        cost = round(price * running / 3600.0, 2) if price is not None and running is not None else None
+        port = _num(ssh_port)
+        return InstanceInfo(provider=self.name, instance_id=str(iid), name=_text(name), state=state,
+                            vendor_state=_text(vendor), hourly_usd=price, running_s=round(running, 1) if running else running,
+                            cost_so_far_usd=cost, public_ip=_text(ip), ssh_host=_text(ssh_host),
+                            ssh_port=int(port) if port is not None else None)
+
     def reached(self, action: str, obs: Observation) -> bool:
         if action == "stop":
             return obs.state in ("stopped", GONE)
@@ -127,6 +156,37 @@ class HttpProvider:
                 )
             obs, polls, confirmed = await self._poll(s, action, instance_id)
         return self._finish(s, action, instance_id, first, obs, polls, confirmed, started)
+
+    async def list_instances(self) -> list[InstanceInfo]:
+        """Every instance of the account, following the platform's pagination (bounded by MAX_LIST_PAGES).
+
+        Raises:
+            ProviderError: key refused, the API unreachable, a page that is not the documented shape, or more
+                pages than MAX_LIST_PAGES (the listing would be incomplete: never reported as complete).
+        """
+        now = time.time()
+        out: list[InstanceInfo] = []
+        async with self._client() as client:
+            s = _Session(self, client)
+            cursor: str | None = None
+            for _page in range(MAX_LIST_PAGES):
+                path = self.list_request(cursor)
+                resp = await s.send("GET", path, None)
+                if resp is None or not resp.is_success:
+                    why = "no answer" if resp is None else f"{resp.status_code} {_snippet(resp)}"
+                    raise ProviderError(f"{self.label} did not list instances ({why})",
+                                        status=None if resp is None else resp.status_code,
+                                        hint=f"retry in a minute; meanwhile check {self.console_url}")
+                try:
+                    items, cursor = self.list_page(resp.json())
+                except (ValueError, TypeError, AttributeError) as err:
+                    raise ProviderError(f"{self.label}'s instance listing is not in the documented shape ({err})",
+                                        hint=f"check {self.console_url} by hand") from None
+                out += [self.read_instance(it, now) for it in items if isinstance(it, dict)]
+                if not cursor:
+                    return out
+        raise ProviderError(f"{self.label}'s listing did not end after {MAX_LIST_PAGES} pages; it is incomplete",
+                            hint=f"check {self.console_url} by hand")
 
     # ---- internals ------------------------------------------------------------------------------
     def _canonical(self, action: str) -> str:
@@ -272,6 +332,38 @@ class _Session:
         full = httpx2.URL(self.p.base_url + "/" + path.lstrip("/")).path
         self.calls.append(HttpCall(method=method, path=full, status=status, note=note))
         _log.info("provider_http", provider=self.p.name, method=method, path=full, status=status, note=note)
+
+
+def parse_time(v: Any) -> float | None:
+    """An ISO-8601 time as the platforms write it (with Z, an offset, or RunPod's `... +0000 UTC`) → epoch s."""
+    if not isinstance(v, str) or not v.strip():
+        return None
+    from datetime import UTC, datetime
+
+    text = v.strip().removesuffix(" UTC").replace("Z", "+00:00")
+    for fmt in (None, "%Y-%m-%d %H:%M:%S.%f %z", "%Y-%m-%d %H:%M:%S %z"):
+        try:
+            dt = datetime.fromisoformat(text) if fmt is None else datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+        return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+    return None
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) and f >= 0 else None
+
+
+def _text(v: Any) -> str | None:
+    if v in (None, ""):
+        return None
+    from mcp_gpu.untrusted import clean_line
+
+    return clean_line(str(v), 200)  # vendor strings are remote text too (a pod name is the user's free text)
 
 
 def _fits(delay: float, deadline: float | None) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx2
 
+from mcp_gpu.providers import InstanceInfo
 from mcp_gpu.providers._http import GONE, HttpProvider
 
 
@@ -50,3 +51,21 @@ class LambdaProvider(HttpProvider):
         data = body.get("data") if isinstance(body, dict) else None
         state = data.get("status") if isinstance(data, dict) else None
         return str(state).lower() if state else None
+
+    # GET /api/v1/instances (docs.lambda.ai "List running instances"): {"data": [...]}, no pagination; the price
+    # is the instance type's price_cents_per_hour. The listing carries no start time, so no cost-so-far.
+    def list_request(self, cursor: str | None) -> str:
+        return "/api/v1/instances"
+
+    def list_page(self, body: Any) -> tuple[list[dict[str, Any]], str | None]:
+        items = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(items, list):
+            raise TypeError("expected 'data' to be a list")
+        return items, None
+
+    def read_instance(self, item: dict[str, Any], now: float) -> InstanceInfo:
+        itype = item.get("instance_type")
+        cents = itype.get("price_cents_per_hour") if isinstance(itype, dict) else None
+        hourly = float(cents) / 100.0 if isinstance(cents, int | float) else None
+        return self.info(item.get("id"), item.get("status"), name=item.get("name"), hourly=hourly, now=now,
+                         ip=item.get("ip"), ssh_host=item.get("ip"), ssh_port=22 if item.get("ip") else None)

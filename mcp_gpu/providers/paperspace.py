@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlencode
 
+from mcp_gpu.providers import InstanceInfo
 from mcp_gpu.providers._http import HttpProvider
 
 
@@ -47,3 +49,20 @@ class PaperspaceProvider(HttpProvider):
         data = body.get("data", body) if isinstance(body, dict) else None
         state = data.get("state") if isinstance(data, dict) else None
         return str(state).lower() if state else None
+
+    # GET /machines?limit=..&after=<cursor> (Paperspace API "List machines"): {"items": [...], "hasMore": bool,
+    # "nextPage": cursor}. The listing carries no price, so no cost figure.
+    def list_request(self, cursor: str | None) -> str:
+        q = {"limit": 120, **({"after": cursor} if cursor else {})}
+        return f"/machines?{urlencode(q)}"
+
+    def list_page(self, body: Any) -> tuple[list[dict[str, Any]], str | None]:
+        items = body.get("items") if isinstance(body, dict) else None
+        if not isinstance(items, list):
+            raise TypeError("expected 'items' to be a list")
+        nxt = body.get("nextPage")
+        return items, (str(nxt) if body.get("hasMore") and nxt else None)
+
+    def read_instance(self, item: dict[str, Any], now: float) -> InstanceInfo:
+        return self.info(item.get("id"), item.get("state"), name=item.get("name"), now=now, ip=item.get("publicIp"),
+                         ssh_host=item.get("publicIp"), ssh_port=22 if item.get("publicIp") else None)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_gpu.providers._http import GONE, HttpProvider
+from mcp_gpu.providers import InstanceInfo
+from mcp_gpu.providers._http import GONE, HttpProvider, parse_time
 
 
 class RunPodProvider(HttpProvider):
@@ -44,3 +45,22 @@ class RunPodProvider(HttpProvider):
             return None
         state = body.get("desiredStatus") or body.get("status")
         return str(state).upper() if state else None
+
+    # GET /pods (docs.runpod.io "List Pods"): a JSON array of Pod objects, no pagination.
+    def list_request(self, cursor: str | None) -> str:
+        return "/pods"
+
+    def list_page(self, body: Any) -> tuple[list[dict[str, Any]], str | None]:
+        items = body if isinstance(body, list) else body.get("pods") if isinstance(body, dict) else None
+        if not isinstance(items, list):
+            raise TypeError("expected a list of pods")
+        return items, None
+
+    def read_instance(self, item: dict[str, Any], now: float) -> InstanceInfo:
+        pm = item.get("portMappings")
+        ports: dict[str, Any] = pm if isinstance(pm, dict) else {}
+        vendor = item.get("desiredStatus") or item.get("status")
+        return self.info(item.get("id"), str(vendor).upper() if vendor else None, name=item.get("name"),
+                         hourly=item.get("costPerHr") or item.get("adjustedCostPerHr"),
+                         started=parse_time(item.get("lastStartedAt")), now=now, ip=item.get("publicIp"),
+                         ssh_host=item.get("publicIp"), ssh_port=ports.get("22"))

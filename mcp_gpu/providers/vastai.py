@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlencode
 
+from mcp_gpu.providers import InstanceInfo
 from mcp_gpu.providers._http import GONE, HttpProvider, Observation
 
 
@@ -65,3 +67,24 @@ class VastAIProvider(HttpProvider):
         if action == "destroy" and obs.vendor == "exited":
             return True  # VAST15: the platform's own final word after a destroy
         return super().reached(action, obs)
+
+    # GET /api/v1/instances/ (docs.vast.ai "show instances (v1)"): {"instances": [...], "next_token": ...};
+    # the next page is asked for with ?next_token=<token>.
+    def list_request(self, cursor: str | None) -> str:
+        return "/api/v1/instances/" + (f"?{urlencode({'next_token': cursor})}" if cursor else "")
+
+    def list_page(self, body: Any) -> tuple[list[dict[str, Any]], str | None]:
+        items = body.get("instances") if isinstance(body, dict) else None
+        if items is None:
+            items = []
+        if not isinstance(items, list):
+            raise TypeError("expected 'instances' to be a list")
+        token = body.get("next_token")
+        return items, str(token) if token else None
+
+    def read_instance(self, item: dict[str, Any], now: float) -> InstanceInfo:
+        started = item.get("start_date")
+        return self.info(item.get("id"), item.get("actual_status"), name=item.get("label"),
+                         hourly=item.get("dph_total"), started=float(started) if isinstance(started, int | float) else None,
+                         now=now, ip=item.get("public_ipaddr"), ssh_host=item.get("ssh_host"),
+                         ssh_port=item.get("ssh_port"))

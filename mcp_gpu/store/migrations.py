@@ -94,4 +94,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX manifests_job ON manifests(job_id, id);
         CREATE INDEX manifests_host ON manifests(host, id);
     """),
+    ("i14_guards", """
+        CREATE TABLE guards (
+            host TEXT PRIMARY KEY,
+            guard_dir TEXT NOT NULL,
+            pid INTEGER,
+            armed_at TEXT NOT NULL,
+            deadline REAL,
+            idle_s REAL,
+            grace_s REAL NOT NULL,
+            interval_s REAL NOT NULL,
+            stop TEXT NOT NULL,
+            events_offset INTEGER NOT NULL DEFAULT 0,
+            state TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+    """),
 ]

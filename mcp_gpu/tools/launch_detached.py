@@ -5,6 +5,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from mcp_gpu.lifecycle.guard import GuardRules, plan_guard
 from mcp_gpu.lifecycle.launch import LaunchResult, launch_detached
 from mcp_gpu.tools._base import CREATES, app_of, gpu_tool
 
@@ -28,11 +29,22 @@ def register(server: MCPServer) -> None:
         relaunch: Annotated[bool, Field(description="start a new attempt if the previous one finished")] = False,
         options: Annotated[dict[str, Any] | None, Field(description="backend options (slurm partition/gpus/time, "
                                                                     "k8s image, grace_s, tmux_socket ...)")] = None,
+        guard: Annotated[GuardRules | None, Field(description="ask for an on-box guard (max_hours / idle_minutes) "
+                                                              "that stops the meter if nobody watches; the human "
+                                                              "approves it with guard_arm")] = None,
     ) -> LaunchResult:
         """Start a long job detached (survives the agent, the SSH connection and the laptop lid), then probe it for
         up to probe_s: `state` running / failed (with findings and the first log lines) / succeeded. Idempotent: the
         same name on the same host while it still runs returns that job (`reused: true`); a finished name starts a
         new attempt. Secrets go by env var NAME only. Run smoke_cpu first."""
-        return await launch_detached(app_of(ctx), host, command, workdir, name, backend=backend, env=env,
-                                     secret_env=secret_env, probe_s=probe_s, run_root=run_root, outputs=outputs,
-                                     relaunch=relaunch, options=options)
+        res = await launch_detached(app_of(ctx), host, command, workdir, name, backend=backend, env=env,
+                                    secret_env=secret_env, probe_s=probe_s, run_root=run_root, outputs=outputs,
+                                    relaunch=relaunch, options=options)
+        if guard is not None:
+            # arming is a future stop: only the human approves it, so launch asks for it rather than doing it
+            plan = plan_guard(app_of(ctx), host, guard)
+            args = ", ".join(f"{k}={v!r}" for k, v in (("host", host), ("max_hours", guard.max_hours),
+                                                        ("idle_minutes", guard.idle_minutes)) if v is not None)
+            res.next = (f"guard requested: call guard_arm({args}) — the human approves it in a form "
+                        f"({plan.summary}); then {res.next}")
+        return res

@@ -21,6 +21,9 @@ def render(report: PatrolReport) -> str:
                 out.append(f"  {j.name}: [{f.severity}] {f.cls} ({f.gotcha or '-'}): {f.title}")
                 out += [f"    | {e}" for e in f.evidence[:3]]
                 out.append(f"    → {f.remedy}")
+    for h in report.hosts:
+        out += [f"  {h.host} bills: {h.billing}"] if h.billing else []
+        out += [f"  {h.guard}"] if h.guard else []
     if report.changed:
         out.append("changed: " + "; ".join(report.changed))
     out.append("next: " + report.next)
