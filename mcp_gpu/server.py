@@ -116,5 +116,7 @@ def serve(http: str | None = None, settings: Settings | None = None) -> None:
     else:
         # Over stdio our parent is the MCP client (the agent's host). `mcp-gpu approve` refuses to run inside its
         # process tree: that is where an agent's own shell tool runs.
-        confirm.REQUESTER.update(server_pid=os.getpid(), client_pid=os.getppid())
+        from mcp_gpu.lifecycle.human_gate import client_chain
+
+        confirm.REQUESTER.update(server_pid=os.getpid(), client_chain=client_chain(os.getppid()))
         server.run()

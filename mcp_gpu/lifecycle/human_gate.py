@@ -154,14 +154,35 @@ def ancestors(pid: int | None = None) -> list[int]:
     return out
 
 
+def client_chain(parent: int) -> list[int]:
+    """The MCP client that started this stdio server, and its ancestors inside the same terminal session up to
+    (not including) the session leader: e.g. [npx wrapper, claude] but not the human's login shell, the tmux
+    server or the desktop session, which a human's other terminal shares."""
+    chain = [parent]
+    try:
+        sid = os.getsid(parent)
+    except OSError:
+        return chain
+    cur = _parent_of(parent)
+    while cur and cur > 1 and len(chain) < 16:
+        try:
+            if os.getsid(cur) != sid or cur == sid:
+                break
+        except OSError:
+            break
+        chain.append(cur)
+        cur = _parent_of(cur)
+    return chain
+
+
 def started_by_requester(pending: Pending) -> str | None:
-    """Is this process inside the agent's own process tree (a child of the MCP client that started the server over
-    stdio, or of the server)? An agent's shell tool runs there; a human's separate terminal does not."""
+    """Is this process inside the agent's own process tree (a descendant of the MCP client that started the server
+    over stdio, or of the server)? An agent's shell tool runs there; a human's separate terminal does not."""
     mine = set(ancestors())
-    for key in ("server_pid", "client_pid"):
-        pid = pending.requester.get(key)
+    pids = [pending.requester.get("server_pid"), *pending.requester.get("client_chain", [])]
+    for pid in pids:
         if isinstance(pid, int) and pid > 1 and pid in mine:
-            return key
+            return f"pid {pid}"
     return None
 
 

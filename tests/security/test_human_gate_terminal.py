@@ -98,3 +98,23 @@ async def test_approve_refuses_inside_the_process_tree_of_the_client_that_asked(
         assert rc == 2 and "process tree" in out, out
         r = data(await c.call_tool("confirm_teardown", {"token": s["token"]}))
     assert r["status"] == "awaiting_human"
+
+
+def test_the_client_chain_stops_at_the_session_leader(tmp_path: Path) -> None:
+    """leader shell → wrapper → wrapper → 'server': the chain is both wrappers (say npx and the client), never the
+    leader (a human's login shell) nor anything outside the session (this test process)."""
+    import json
+    import subprocess
+
+    (tmp_path / "probe.py").write_text(
+        "import json, os; from mcp_gpu.lifecycle.human_gate import client_chain, _parent_of; p = os.getppid(); "
+        "print(json.dumps({'chain': client_chain(p), 'p': p, 'gp': _parent_of(p), 'sid': os.getsid(0)}))")
+    # `; true`: a shell must not exec its last command, or a level disappears
+    (tmp_path / "c.sh").write_text(f"{sys.executable} {tmp_path / 'probe.py'}; true\n")
+    (tmp_path / "b.sh").write_text(f"sh {tmp_path / 'c.sh'}; true\n")
+    (tmp_path / "a.sh").write_text(f"sh {tmp_path / 'b.sh'}; true\n")
+    out = subprocess.run(["sh", str(tmp_path / "a.sh")], capture_output=True, text=True, timeout=60,
+                         start_new_session=True, cwd=ROOT, check=True).stdout
+    got = json.loads(out)
+    assert got["chain"] == [got["p"], got["gp"]], got
+    assert got["sid"] not in got["chain"] and os.getpid() not in got["chain"]
