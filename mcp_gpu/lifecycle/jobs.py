@@ -17,7 +17,7 @@ from mcp_gpu.app import App
 from mcp_gpu.backends import Observation, RunLayout
 from mcp_gpu.backends.registry import get_backend, scheduler_verdict
 from mcp_gpu.errors import ConfigError, GpuError, TransportError
-from mcp_gpu.lifecycle import human_gate
+from mcp_gpu.lifecycle import cancel_gate
 from mcp_gpu.lifecycle.human_gate import FormAnswer
 from mcp_gpu.models import JobRecord, JobState
 from mcp_gpu.store import audit_log
@@ -199,36 +199,17 @@ async def job_cancel(app: App, job_id: str, token: str | None = None, *, code: s
     rec = jobstore.resolve(app.store, job_id)
     base: dict[str, Any] = {"job_id": rec.id, "name": rec.name, "host": rec.host,
                             "unattended": app.settings.unattended}
-    if token:  # a token is always checked first: a wrong, expired, replayed or foreign one fails loudly
-        pending = app.confirmer.check(token, action="cancel", target=rec.id)
-        decision = human_gate.decide(app, pending, form=form, code=code)
-        if decision.status != "approved":
-            steps = [] if decision.status == "declined" else human_gate.next_steps(
-                app, pending.id, tool_call="job_cancel(job_id, token)", elicitation=elicitation)
-            return CancelResult(**base, state=rec.state, cancelled=False, request_id=pending.id,
-                                awaiting_human=decision.status == "awaiting", declined=decision.status == "declined",
-                                next_steps=steps, approve_command=human_gate.approve_command(pending.id),
-                                message=decision.message if decision.status == "awaiting" else
-                                f"The human declined cancelling {rec.name} ({decision.message}): nothing was done.")
-        app.confirmer.burn(pending, via=decision.via)
-        base["confirmed_via"] = decision.via
+    if token:  # the human gate decides first: a wrong, expired, replayed or foreign token fails loudly
+        verdict = cancel_gate.approved(app, rec, base, token, code=code, form=form, elicitation=elicitation)
+        if isinstance(verdict, CancelResult):
+            return verdict  # awaiting the human, or declined: nothing was done
+        base["confirmed_via"] = verdict
     rec, _ = await refresh_job(app, rec)
     if rec.state.finished:
         return CancelResult(**base, state=rec.state, cancelled=False,
                             message=f"nothing to cancel: the job is already {rec.state.value}")
     if not token:
-        phrase = cancel_phrase(rec)
-        plan = [f"Cancel job {rec.name} ({rec.id}) on {rec.host}: SIGTERM to its whole process tree, a grace "
-                f"window, then SIGKILL. Its run directory ({rec.run_dir}) and outputs are kept."]
-        ch = app.confirmer.issue(action="cancel", target=rec.id, phrase=phrase, kind="cancel", expect=rec.name,
-                                 summary=plan, ttl_s=ttl_s)
-        steps = human_gate.next_steps(app, ch.request_id, tool_call="job_cancel(job_id, token=<this token>)",
-                                      elicitation=elicitation, phrase=phrase)
-        return CancelResult(**base, state=rec.state, cancelled=False, confirmation_required=True, token=ch.token,
-                            request_id=ch.request_id, phrase=ch.phrase, expires_at=ch.expires_at,
-                            approve_command=human_gate.approve_command(ch.request_id), next_steps=steps,
-                            message=" ".join([*human_gate.banner(app), *plan,
-                                              f"Nothing was done. Request {ch.request_id} needs a HUMAN:", *steps]))
+        return cancel_gate.request(app, rec, base, elicitation=elicitation, ttl_s=ttl_s)
     t = await app.transport(rec.host)
     layout = RunLayout(rec.run_dir)
     await get_backend(rec.backend).cancel(t, rec.handle, layout)
