@@ -57,8 +57,11 @@ def http_token(settings: Settings, url: str) -> str:
     path = settings.ensure_home() / TOKEN_FILE
     if path.exists():
         os.chmod(path, 0o600)
-        return path.read_text().strip()
+        token = path.read_text().strip()
+        log.register_secret(token)  # scrubbed from every log line and tool answer
+        return token
     token = secrets.token_urlsafe(32)
+    log.register_secret(token)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")

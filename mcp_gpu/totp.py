@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
+from mcp_gpu import log
 from mcp_gpu.errors import ConfigError, ConfirmationError
 from mcp_gpu.store import Store, audit_log
 
@@ -103,6 +104,7 @@ def verify(home: Path, code: str | None, *, store: Store, now: float | None = No
                                 hint="the human types the 6-digit code into the form or the terminal; it cannot be "
                                      "derived from anything here")
     secret = path.read_text().strip()
+    log.register_secret(secret)  # never in a log line or a tool answer
     step = int(t // STEP_S)
     last_path = home / LAST_FILE
     last = int(last_path.read_text() or "0") if last_path.exists() else 0
