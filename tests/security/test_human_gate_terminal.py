@@ -118,3 +118,27 @@ def test_the_client_chain_stops_at_the_session_leader(tmp_path: Path) -> None:
     got = json.loads(out)
     assert got["chain"] == [got["p"], got["gp"]], got
     assert got["sid"] not in got["chain"] and os.getpid() not in got["chain"]
+
+
+async def test_the_agent_cannot_approve_through_a_command_the_server_runs_even_inside_a_pty(tmp_path: Path) -> None:
+    """smoke_cpu runs commands as the server's children: `mcp-gpu approve` there is inside the server's process
+    tree, bare or wrapped in `script` (which makes a pty and feeds it the piped phrase)."""
+    import shutil
+
+    home = tmp_path / "state"
+    env = dict(os.environ, MCP_GPU_HOME=str(home))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_gpu", "serve"], env=env, cwd=str(ROOT))
+    async with Client(params) as c:
+        s = data(await c.call_tool("request_teardown", {"host": "local", "reason": "x"}))
+        approve_argv = [sys.executable, "-m", "mcp_gpu", "approve", s["request_id"]]
+        attempts: list[tuple[list[str], str]] = [(approve_argv, "process tree")]
+        if shutil.which("script"):
+            inner = " ".join(approve_argv)
+            attempts.append((["sh", "-c", f"printf '%s\\n' '{s['phrase']}' | script -qec '{inner}' /dev/null"],
+                             "process tree"))
+        for argv, why in attempts:
+            r = await c.call_tool("smoke_cpu", {"command": argv, "cwd": str(tmp_path), "timeout_s": 60})
+            said = text(r) + str(r.structured_content)
+            assert "Approved" not in said and why in said, said
+        after = data(await c.call_tool("confirm_teardown", {"token": s["token"]}))
+    assert after["status"] == "awaiting_human"
