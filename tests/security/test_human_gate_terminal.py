@@ -131,14 +131,15 @@ async def test_the_agent_cannot_approve_through_a_command_the_server_runs_even_i
     async with Client(params) as c:
         s = data(await c.call_tool("request_teardown", {"host": "local", "reason": "x"}))
         approve_argv = [sys.executable, "-m", "mcp_gpu", "approve", s["request_id"]]
-        attempts: list[tuple[list[str], str]] = [(approve_argv, "process tree")]
+        attempts: list[list[str]] = [approve_argv]
         if shutil.which("script"):
             inner = " ".join(approve_argv)
-            attempts.append((["sh", "-c", f"printf '%s\\n' '{s['phrase']}' | script -qec '{inner}' /dev/null"],
-                             "process tree"))
-        for argv, why in attempts:
+            attempts.append(["sh", "-c", f"printf '%s\\n' '{s['phrase']}' | script -qec '{inner}' /dev/null"])
+        for argv in attempts:
             r = await c.call_tool("smoke_cpu", {"command": argv, "cwd": str(tmp_path), "timeout_s": 60})
             said = text(r) + str(r.structured_content)
-            assert "Approved" not in said and why in said, said
+            # refused here by the process-tree check; a sandboxed smoke_cpu may refuse earlier (no registry, own
+            # pid namespace): what matters is that nothing is approved
+            assert "Approved" not in said and (r.structured_content or {}).get("exit_code") != 0, said
         after = data(await c.call_tool("confirm_teardown", {"token": s["token"]}))
     assert after["status"] == "awaiting_human"
