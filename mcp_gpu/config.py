@@ -38,7 +38,11 @@ class Settings:
     MCP_GPU_CONNECT_TIMEOUT seconds to open an SSH connection (default 15)
     MCP_GPU_COMMAND_TIMEOUT default seconds for one remote command (default 60)
     MCP_GPU_KEEPALIVE       SSH keepalive interval in seconds (default 15; 3 missed = connection lost)
-    MCP_GPU_CONFIRM         'token' (default) or 'totp' for destructive confirmations
+    MCP_GPU_CONFIRM         'human' (default; 'token' is its old name) or 'totp' (a human channel AND an
+                            authenticator code); case-insensitive; anything else stops the server at start-up
+    MCP_GPU_UNATTENDED      unset, or exactly `i-accept-that-an-agent-can-destroy-machines`: the agent may then
+                            complete destructive acts on its second call without a human (CI); any other value
+                            is a start-up error
     MCP_GPU_LOG_LEVEL       debug/info/warning (default info)
     """
 
@@ -47,8 +51,9 @@ class Settings:
     connect_timeout: float = 15.0
     command_timeout: float = 60.0
     keepalive: float = 15.0
-    confirm_mode: str = "token"
+    confirm_mode: str = "human"
     log_level: str = "info"
+    unattended: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -59,12 +64,23 @@ class Settings:
             connect_timeout=_floats("MCP_GPU_CONNECT_TIMEOUT", 15.0),
             command_timeout=_floats("MCP_GPU_COMMAND_TIMEOUT", 60.0),
             keepalive=_floats("MCP_GPU_KEEPALIVE", 15.0),
-            confirm_mode=os.environ.get("MCP_GPU_CONFIRM", "token"),
+            confirm_mode=parse_confirm_mode(os.environ.get("MCP_GPU_CONFIRM", "")),
             log_level=os.environ.get("MCP_GPU_LOG_LEVEL", "info"),
+            unattended=parse_unattended(os.environ.get("MCP_GPU_UNATTENDED", "")),
         )
 
     def ensure_home(self) -> Path:
+        """Create the state dir 0700, or tighten an existing looser one; refuse one another user owns.
+        The dir holds the TOTP secret, the HTTP bearer token and the registry: nobody else may list or read it."""
+        from mcp_gpu.errors import ConfigError
+
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = self.home.stat()
+        if st.st_uid != os.geteuid():
+            raise ConfigError(f"the state dir {self.home} belongs to uid {st.st_uid}, not to you",
+                              hint="point MCP_GPU_HOME at a directory you own (it holds keys)")
+        if st.st_mode & 0o077:
+            os.chmod(self.home, 0o700)
         return self.home
 
     @property
@@ -74,3 +90,31 @@ class Settings:
     @property
     def artifacts_dir(self) -> Path:
         return self.home / "artifacts"
+
+
+CONFIRM_MODES = {"human": "human", "token": "human", "totp": "totp"}
+UNATTENDED_PHRASE = "i-accept-that-an-agent-can-destroy-machines"
+
+
+def parse_confirm_mode(raw: str) -> str:
+    """Strict: a typo must not silently weaken the confirmation (issue 10, attack 5)."""
+    from mcp_gpu.errors import ConfigError
+
+    key = raw.strip().lower() or "human"
+    if key not in CONFIRM_MODES:
+        raise ConfigError(f"MCP_GPU_CONFIRM={raw!r} is not a confirmation mode",
+                          hint="use 'human' (default) or 'totp' (also needs `mcp-gpu totp-setup`); unset it for the "
+                               "default")
+    return CONFIRM_MODES[key]
+
+
+def parse_unattended(raw: str) -> bool:
+    from mcp_gpu.errors import ConfigError
+
+    if not raw.strip():
+        return False
+    if raw.strip() != UNATTENDED_PHRASE:
+        raise ConfigError(f"MCP_GPU_UNATTENDED={raw!r} is not the accepted value",
+                          hint=f"unset it (a human confirms every destructive act), or set it to exactly "
+                               f"{UNATTENDED_PHRASE} to let an agent stop machines and cancel jobs on its own")
+    return True

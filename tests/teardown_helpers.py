@@ -7,6 +7,7 @@ import secrets
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,3 +107,71 @@ def destroys(c: FakeCloud) -> list[str]:
 
 def events(app: App) -> list[str]:
     return [r["event"] for r in app.store.query("SELECT event FROM audit_log ORDER BY id")]
+
+
+# ---------------------------------------------------------------- human channels
+
+
+def human_approves(app: App, request_id: str, typed: str, code: str | None = None) -> None:
+    """What `mcp-gpu approve` records once the human typed on their terminal (tests/security drives the real
+    command on a pseudo-terminal; here the lifecycle tests take that step directly)."""
+    from mcp_gpu.confirm import get_pending
+    from mcp_gpu.lifecycle import human_gate
+
+    pending = get_pending(app.store, request_id)
+    assert pending is not None
+    human_gate.record_terminal_approval(app, pending, typed, code)
+
+
+async def confirmed(app: App, req: Any, typed: str | None = None, **kw: Any) -> Any:
+    """The human approves `req` in the terminal, then the agent's next call completes it."""
+    from mcp_gpu.lifecycle.teardown import confirm_teardown
+
+    human_approves(app, req.request_id, req.phrase if typed is None else typed, kw.pop("human_code", None))
+    return await confirm_teardown(app, req.token, **kw)
+
+
+def run_on_pty(argv: list[str], env: dict[str, str], answers: list[tuple[str, str]],
+               timeout: float = 120) -> tuple[int, str]:
+    """Run argv with a fresh pseudo-terminal as its CONTROLLING terminal (new session + TIOCSCTTY) and type each
+    answer once its prompt has appeared. Returns (exit code, everything the program wrote to the terminal)."""
+    import fcntl
+    import select
+    import termios
+    import time
+
+    master, slave = os.openpty()
+
+    def controlling_tty() -> None:  # runs in the child after setsid (start_new_session)
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    p = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
+                         preexec_fn=controlling_tty)
+    os.close(slave)
+    out, seen, todo = b"", 0, list(answers)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                out += chunk
+                while todo and todo[0][0].encode() in out[seen:]:
+                    seen = out.index(todo[0][0].encode(), seen) + len(todo[0][0])
+                    os.write(master, todo.pop(0)[1].encode() + b"\n")
+            elif p.poll() is not None:
+                break
+        else:
+            p.kill()
+            raise AssertionError(f"{argv} did not finish on the pty; it wrote: {out.decode(errors='replace')}")
+        return p.wait(timeout=30), out.decode("utf-8", "replace")
+    finally:
+        os.close(master)
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -19,7 +19,8 @@ def test_demo_runs_every_phase_and_the_gate_passes_with_nothing_to_stop(tmp_path
     for phase in ("audit_env", "smoke_cpu", "launch_detached", "patrol", "verify_artifacts", "request_teardown"):
         assert phase in out
     assert "demo-train@local succeeded step 40" in out
-    assert "all_ok=True" in out and "'stop local'" in out and "nothing_to_do" in out
+    assert "all_ok=True" in out and "`stop local`" in out and "nothing_to_do" in out
+    assert "[form shown to the human]" in out  # the demo plays the human through the form, not by echoing
     # the job ran detached under its own run root in the state dir, and its checkpoints were verified
     manifests = list((tmp_path / "state" / "demo" / "artifacts").rglob("MANIFEST.json"))
     assert len(manifests) == 1
@@ -28,7 +29,9 @@ def test_demo_runs_every_phase_and_the_gate_passes_with_nothing_to_stop(tmp_path
 @pytest.mark.anyio
 async def test_streamable_http_server_answers_on_loopback(tmp_path: Path) -> None:
     import anyio
+    import httpx2
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
 
     from tests.sshd import free_port
 
@@ -40,7 +43,10 @@ async def test_streamable_http_server_answers_on_loopback(tmp_path: Path) -> Non
         with anyio.fail_after(30):
             while True:
                 try:
-                    async with Client(f"http://127.0.0.1:{port}/mcp") as c:
+                    token = (tmp_path / "state" / "http.token").read_text().strip()  # created at first start
+                    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+                    async with http, Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp",
+                                                                   http_client=http)) as c:
                         names = {t.name for t in (await c.list_tools()).tools}
                         r = await c.call_tool("host_list", {})
                     break

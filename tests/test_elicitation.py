@@ -1,4 +1,5 @@
-"""teardown_with_human: the server asks the human directly (form elicitation) to type the instance id.
+"""The form path: confirm_teardown / teardown_with_human ask the human directly (form elicitation) to type the
+instance id; it is the default whenever the client declares form elicitation.
 
 In-memory MCP clients with an elicitation callback, in both protocol eras (auto = 2026-07-28 InputRequiredResult,
 legacy = 2025-11-25 elicitation/create). The fake vast.ai server says whether anything was destroyed.
@@ -87,7 +88,7 @@ async def test_a_decline_is_final_and_burns_the_token(box: App, cloud: FakeCloud
         assert not r.is_error and r.structured_content is not None
         assert r.structured_content["status"] == "declined" and "void" in r.structured_content["message"]
         later = await c.call_tool("confirm_teardown", {"token": s["token"], "confirmation": s["phrase"]})
-    assert later.is_error and "already used" in later.content[0].text  # type: ignore[union-attr]
+    assert later.is_error and "decline is final" in later.content[0].text  # type: ignore[union-attr]
     assert destroys(cloud) == []
     assert "teardown_declined" in events(box)
     row = box.store.query("SELECT detail_json FROM audit_log WHERE event='teardown_declined'")[0]
@@ -101,10 +102,25 @@ async def test_a_client_without_form_elicitation_cannot_reach_the_tool_body(box:
         with pytest.raises(MCPError) as e:
             await c.call_tool("teardown_with_human", {"token": s["token"]})
         assert e.value.error.code == -32021
-        ok = await c.call_tool("confirm_teardown", {"token": s["token"], "confirmation": s["phrase"]})
-        assert not ok.is_error  # the token was untouched: the phrase path still works
+        echoed = await c.call_tool("confirm_teardown", {"token": s["token"], "confirmation": s["phrase"]})
+        assert not echoed.is_error and echoed.structured_content is not None
+        assert echoed.structured_content["status"] == "awaiting_human"  # the echoed phrase approves nothing
+        assert f"mcp-gpu approve {s['request_id']}" in echoed.structured_content["message"]
+    assert destroys(cloud) == []
+    assert "teardown_declined" not in events(box) and "teardown_confirmed" not in events(box)
+
+
+async def test_confirm_teardown_itself_asks_the_human_when_the_client_has_forms(box: App, cloud: FakeCloud,
+                                                                                mode: str) -> None:
+    human = Human("accept", IID)
+    async with Client(build_server(app=box), mode=mode, elicitation_callback=human) as c:
+        s = await _token(c)
+        assert any("confirm_teardown" in step and "form" in step for step in s["next_steps"])
+        r = await c.call_tool("confirm_teardown", {"token": s["token"]})
+    assert not r.is_error and r.structured_content is not None, r.content
+    assert r.structured_content["status"] == "done" and r.structured_content["confirmed_via"] == "elicitation"
+    assert len(human.asked) == 1 and IID in human.asked[0] and "Lost:" in human.asked[0]
     assert destroys(cloud) == [f"DELETE /api/v0/instances/{IID}/"]
-    assert "teardown_declined" not in events(box)
 
 
 async def test_the_tools_carry_the_right_annotations(box: App) -> None:
@@ -116,5 +132,6 @@ async def test_the_tools_carry_the_right_annotations(box: App) -> None:
     assert conf.annotations is not None and conf.annotations.destructive_hint is True
     assert human.annotations is not None and human.annotations.destructive_hint is True
     assert set(human.input_schema["properties"]) == {"token"}
+    assert set(conf.input_schema["properties"]) == {"token", "host", "code"}  # no field carries a human's words
     assert {"summary", "token", "phrase"} <= set(req.output_schema["properties"])  # type: ignore[index]
     assert {"status", "message"} <= set(conf.output_schema["properties"])  # type: ignore[index]

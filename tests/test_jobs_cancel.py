@@ -1,5 +1,6 @@
-"""job_cancel: nothing happens without the human's phrase; with it the whole process tree goes. Also the
-CLI's typed confirmation and the tools seen through an in-memory MCP client."""
+"""job_cancel: nothing happens until a human approves (here: the approval `mcp-gpu approve` records, or the form
+in the in-memory client); then the whole process tree goes. Also the CLI's typed confirmation on a real
+pseudo-terminal, and the tools seen through an in-memory MCP client."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from mcp_gpu.models import JobState
 from mcp_gpu.server import build_server
 from mcp_gpu.store import jobs as jobstore
 from tests.jobhelpers import group_alive, pid_alive, wait_until
+from tests.teardown_helpers import human_approves, run_on_pty
 
 pytestmark = pytest.mark.anyio
 
@@ -50,32 +52,34 @@ def _running(app: App, job_id: str, child: int) -> bool:
     return jobstore.get(app.store, job_id).state is JobState.running and pid_alive(child)
 
 
-async def test_cancel_needs_the_echoed_phrase_and_then_stops_the_whole_tree(
+async def test_cancel_needs_a_human_approval_and_then_stops_the_whole_tree(
         ssh_app: App, runs: Path, tmp_path: Path, sock: str) -> None:
     res, child, pgid = await _tree(ssh_app, "testhost", "tree", runs, tmp_path, sock)
     other, other_child, _ = await _tree(ssh_app, "testhost", "other", runs, tmp_path, sock)
 
     first = await job_cancel(ssh_app, res.job_id)
-    assert first.confirmation_required and not first.cancelled and first.token
+    assert first.confirmation_required and not first.cancelled and first.token and first.request_id
     assert first.phrase == "cancel tree on testhost"
     assert _running(ssh_app, res.job_id, child)
 
-    with pytest.raises(ConfirmationError):  # a wrong phrase
-        await job_cancel(ssh_app, res.job_id, first.token, "cancel other on testhost")
-    with pytest.raises(ConfirmationError):  # no phrase at all
-        await job_cancel(ssh_app, res.job_id, first.token, None)
+    echoed = await job_cancel(ssh_app, res.job_id, first.token)  # the agent alone: nothing happens
+    assert echoed.awaiting_human and not echoed.cancelled and f"mcp-gpu approve {first.request_id}" in echoed.message
+    with pytest.raises(ConfirmationError):  # a wrong phrase typed by the human
+        human_approves(ssh_app, first.request_id, "cancel other on testhost")
     for_other = await job_cancel(ssh_app, other.job_id)
     with pytest.raises(ConfirmationError):  # a token issued for another job
-        await job_cancel(ssh_app, res.job_id, for_other.token, first.phrase)
+        await job_cancel(ssh_app, res.job_id, for_other.token)
     expired = await job_cancel(ssh_app, res.job_id, ttl_s=-1)
     with pytest.raises(ConfirmationError):  # an expired token
-        await job_cancel(ssh_app, res.job_id, expired.token, expired.phrase)
-    stale = Confirmer(ssh_app.store, ssh_app.settings.home, ttl_s=-1).issue("cancel", res.job_id, first.phrase)
-    with pytest.raises(ConfirmationError):
-        await job_cancel(ssh_app, res.job_id, stale.token, first.phrase)
+        await job_cancel(ssh_app, res.job_id, expired.token)
+    stale = Confirmer(ssh_app.store, ssh_app.settings.home).issue("cancel", res.job_id, first.phrase, kind="cancel",
+                                                                 expect="tree")
+    with pytest.raises(ConfirmationError, match="not issued by this server process"):  # another process's key
+        await job_cancel(ssh_app, res.job_id, stale.token)
     assert _running(ssh_app, res.job_id, child) and _running(ssh_app, other.job_id, other_child)
 
-    done = await job_cancel(ssh_app, res.job_id, first.token, "  Cancel tree on testhost ")
+    human_approves(ssh_app, first.request_id, "  Cancel tree on testhost ")
+    done = await job_cancel(ssh_app, res.job_id, first.token)
     assert done.cancelled and done.state is JobState.cancelled and done.how == "TERM"
     await wait_until(lambda: not pid_alive(child) and not group_alive(pgid), timeout=5, what="tree gone")
     rec = jobstore.get(ssh_app.store, res.job_id)
@@ -85,7 +89,7 @@ async def test_cancel_needs_the_echoed_phrase_and_then_stops_the_whole_tree(
     assert "got TERM" in Path(RunLayout(res.run_dir).log).read_text()
 
     with pytest.raises(ConfirmationError):  # a replayed token
-        await job_cancel(ssh_app, res.job_id, first.token, first.phrase)
+        await job_cancel(ssh_app, res.job_id, first.token)
     assert _running(ssh_app, other.job_id, other_child)  # the other job was never touched
     listed = {j.job_id: j.state for j in (await job_list(ssh_app)).jobs}
     assert listed == {res.job_id: JobState.cancelled, other.job_id: JobState.running}
@@ -100,7 +104,9 @@ async def test_cancel_escalates_to_kill_after_the_grace_window(app: App, runs: P
                                 options={**opts(sock), "grace_s": 1})
     child = int(res.first_lines[0])
     ch = await job_cancel(app, res.job_id)
-    done = await job_cancel(app, res.job_id, ch.token, ch.phrase)
+    assert ch.request_id and ch.phrase
+    human_approves(app, ch.request_id, ch.phrase)
+    done = await job_cancel(app, res.job_id, ch.token)
     assert done.how == "KILL" and done.state is JobState.cancelled
     await wait_until(lambda: not pid_alive(child), timeout=5, what="child killed")
 
@@ -109,7 +115,9 @@ async def test_cancel_under_nohup_stops_the_process_group(app: App, runs: Path, 
     res, child, pgid = await _tree(app, "local", "nohup-tree", runs, tmp_path, sock, backend="nohup")
     assert res.backend == "nohup"
     ch = await job_cancel(app, res.job_id)
-    done = await job_cancel(app, res.job_id, ch.token, ch.phrase)
+    assert ch.request_id and ch.phrase
+    human_approves(app, ch.request_id, ch.phrase)
+    done = await job_cancel(app, res.job_id, ch.token)
     assert done.cancelled
     await wait_until(lambda: not pid_alive(child) and not group_alive(pgid), timeout=5, what="tree gone")
 
@@ -129,17 +137,20 @@ async def test_a_finished_job_needs_no_cancel(app: App, runs: Path, tmp_path: Pa
 
 def _cli(args: list[str], stdin: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mcp_gpu", *args], input=stdin, capture_output=True, text=True,
-                          timeout=60, env=os.environ.copy(), check=False)
+                          timeout=60, env=os.environ.copy(), check=False, start_new_session=True)
 
 
 async def test_the_cli_asks_the_person_to_type_the_phrase(app: App, runs: Path, tmp_path: Path, sock: str) -> None:
     res, child, pgid = await _tree(app, "local", "cli-tree", runs, tmp_path, sock)
-    wrong = _cli(["cancel", res.job_id], "cancel something else\n")
-    assert wrong.returncode == 1 and "Nothing was done" in wrong.stderr
-    assert "cancel cli-tree on local" in wrong.stdout
+    piped = _cli(["cancel", res.job_id], "cancel cli-tree on local\n")
+    assert piped.returncode == 2 and "no controlling terminal" in piped.stderr  # a pipe is not a person
     assert pid_alive(child)
-    ok = _cli(["cancel", "cli-tree"], "cancel cli-tree on local\n")
-    assert ok.returncode == 0, ok.stderr
+    argv = [sys.executable, "-m", "mcp_gpu", "cancel", res.job_id]
+    rc, out = run_on_pty(argv, os.environ.copy(), [("> ", "cancel something else")])
+    assert rc == 1 and "Nothing was done" in out and "cancel cli-tree on local" in out
+    assert pid_alive(child)
+    rc, out = run_on_pty([*argv[:-1], "cli-tree"], os.environ.copy(), [("> ", "cancel cli-tree on local")])
+    assert rc == 0, out
     await wait_until(lambda: not pid_alive(child) and not group_alive(pgid), timeout=5, what="tree gone")
     listed = _cli(["jobs"], "")
     assert res.job_id in listed.stdout and "cancelled" in listed.stdout
@@ -168,12 +179,12 @@ async def test_tools_through_an_in_memory_mcp_client(app: App, runs: Path, tmp_p
         assert (logs.structured_content or {})["lines"][0] == str(child)
         ch = (await c.call_tool("job_cancel", {"job_id": job["job_id"]})).structured_content or {}
         assert ch["confirmation_required"] and pid_alive(child)
-        wrong = await c.call_tool("job_cancel", {"job_id": job["job_id"], "token": ch["token"],
-                                                 "confirmation": "yes"})
-        assert wrong.is_error and "[confirmation]" in wrong.content[0].text  # type: ignore[union-attr]
+        echoed = await c.call_tool("job_cancel", {"job_id": job["job_id"], "token": ch["token"],
+                                                  "confirmation": ch["phrase"]})
+        assert (echoed.structured_content or {})["awaiting_human"] is True  # the echoed phrase approves nothing
         assert pid_alive(child)
-        done = await c.call_tool("job_cancel", {"job_id": job["job_id"], "token": ch["token"],
-                                                "confirmation": ch["phrase"]})
+        human_approves(app, ch["request_id"], ch["phrase"])
+        done = await c.call_tool("job_cancel", {"job_id": job["job_id"], "token": ch["token"]})
         assert not done.is_error and (done.structured_content or {})["state"] == "cancelled"
         await wait_until(lambda: not pid_alive(child), timeout=5, what="child gone")
 

@@ -1,4 +1,7 @@
-"""Teardown: the Iron-Law gate on a real sshd host, the token bound to it, and the meter-stop verb on a fake cloud."""
+"""Teardown: the Iron-Law gate on a real sshd host, the token bound to it, and the meter-stop verb on a fake cloud.
+
+Every completion here goes through a human channel: the approval `mcp-gpu approve` records (human_approves /
+confirmed in tests.teardown_helpers); tests/security covers the channels themselves."""
 # ruff: noqa: F811  (fixtures imported from tests.teardown_helpers are redefined as parameters)
 
 from __future__ import annotations
@@ -24,7 +27,19 @@ from mcp_gpu.server import build_server
 from mcp_gpu.store import audit_log
 from mcp_gpu.tools.register_host import register_host_record
 from tests.fake_providers import FakeCloud
-from tests.teardown_helpers import IID, KEY, T0, Box, box, cloud, destroys, events  # noqa: F401  (fixtures)
+from tests.teardown_helpers import (  # noqa: F401  (fixtures)
+    IID,
+    KEY,
+    T0,
+    Box,
+    box,
+    cloud,
+    confirmed,
+    destroys,
+    events,
+    human_approves,
+    run_on_pty,
+)
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +54,7 @@ async def test_gate_refuses_a_job_without_a_manifest_and_names_verify_artifacts(
         await request_teardown(box.app, "box", reason="done")
     assert "no verified pull" in e.value.message and f'verify_artifacts(job_id="{job.id}")' in e.value.message
     assert e.value.data["missing"][0]["fix"] == f'verify_artifacts(job_id="{job.id}")'
-    assert box.app.store.query("SELECT count(*) AS n FROM tokens")[0]["n"] == 0
+    assert box.app.store.query("SELECT count(*) AS n FROM approvals")[0]["n"] == 0
     assert events(box.app) == ["teardown_requested", "teardown_refused"]
 
 
@@ -101,7 +116,7 @@ async def test_gate_passes_when_every_job_is_verified_and_describes_the_teardown
     assert {j.job_id: j.manifest_id for j in r.jobs} == {jobs[0].id: mids[0], jobs[1].id: mids[1]}
     assert {j.state for j in r.jobs} == {"exited"} and r.snapshot["host"] == "box"
     assert [j["ckpt_mtime"] for j in r.snapshot["jobs"]] == [T0, T0]
-    assert r.summary[0].startswith("Gate passed on box: 2 job(s)") and r.phrase in r.summary[-1]
+    assert r.summary[0].startswith("Gate passed on box: 2 job(s)") and r.phrase in r.summary[-2]
     assert events(box.app)[-2:] == ["teardown_requested", "confirmation_requested"]
 
 
@@ -124,7 +139,7 @@ async def test_an_unregistered_host_or_one_without_an_instance_id_points_at_regi
 async def test_a_good_confirmation_destroys_through_the_api_and_polls_until_gone(box: Box, cloud: FakeCloud) -> None:
     box.verify(box.job())
     r = await request_teardown(box.app, "box", reason="done")
-    res = await confirm_teardown(box.app, r.token, "Destroy  vastai " + IID)
+    res = await confirmed(box.app, r, "Destroy  vastai " + IID)
     assert res.status == "done" and res.provider is not None and res.provider.final_state == "gone"
     assert res.provider.polls >= 3  # two in-between answers, then 404
     first = cloud.requests[0]
@@ -133,6 +148,9 @@ async def test_a_good_confirmation_destroys_through_the_api_and_polls_until_gone
     assert destroys(cloud) == [f"DELETE /api/v0/instances/{IID}/"]
     assert all(q.method == "GET" for q in cloud.requests[1:])
     assert events(box.app)[-3:] == ["confirmation_accepted", "teardown_confirmed", "teardown_executed"]
+    # the account-wide listing proves it too (a DELETE that answered OK is not proof on its own: RP14, VAST15)
+    assert res.proof == f"proven: vastai's instance listing no longer shows {IID}"
+    assert cloud.requests[-1].path == "/api/v1/instances/"
     assert res.audit_ids and res.audit_ids == sorted(res.audit_ids)
 
 
@@ -140,20 +158,24 @@ async def test_a_good_confirmation_destroys_through_the_api_and_polls_until_gone
 async def test_a_bad_confirmation_is_refused_and_nothing_is_destroyed(box: Box, cloud: FakeCloud, how: str) -> None:
     box.verify(box.job())
     r = await request_teardown(box.app, "box", reason="done", ttl_s=-5 if how == "expired" else None)
-    token, phrase, host = r.token, r.phrase, None
+    token, host = r.token, None
     if how == "wrong_phrase":
-        phrase = f"destroy vastai {IID}9"
-    elif how == "replay":
-        await confirm_teardown(box.app, token, phrase)
-        cloud.requests.clear()
-        cloud.add(IID)
-    elif how == "tampered":
-        body, mac = token.split(".", 1)
-        token = body[:-2] + ("A" if body[-2] != "A" else "B") + body[-1] + "." + mac
-    elif how == "other_host":
-        host = "otherbox"
-    with pytest.raises(ConfirmationError) as e:
-        await confirm_teardown(box.app, token, phrase, host=host)
+        with pytest.raises(ConfirmationError) as e:
+            human_approves(box.app, r.request_id, f"destroy vastai {IID}9")
+    else:
+        if how == "replay":
+            await confirmed(box.app, r)
+            cloud.requests.clear()
+            cloud.add(IID)
+        elif how == "tampered":
+            human_approves(box.app, r.request_id, r.phrase)
+            body, mac = token.split(".", 1)
+            token = body[:-2] + ("A" if body[-2] != "A" else "B") + body[-1] + "." + mac
+        elif how == "other_host":
+            human_approves(box.app, r.request_id, r.phrase)
+            host = "otherbox"
+        with pytest.raises(ConfirmationError) as e:
+            await confirm_teardown(box.app, token, host=host)
     assert {"wrong_phrase": "does not match", "replay": "already used", "expired": "expired",
             "tampered": "not a valid teardown token", "other_host": "issued for host"}[how] in e.value.message
     assert destroys(cloud) == []
@@ -166,7 +188,7 @@ async def test_a_gate_that_closes_between_request_and_confirm_refuses(box: Box, 
     r = await request_teardown(box.app, "box", reason="done")
     box.checkpoint(box.outputs(job), "ckpt-002.pt", T0 + 60)
     with pytest.raises(GateRefused, match="stale"):
-        await confirm_teardown(box.app, r.token, r.phrase)
+        await confirmed(box.app, r)
     assert destroys(cloud) == []
 
 
@@ -177,10 +199,10 @@ async def test_a_gate_that_changed_but_still_passes_refuses_the_old_token(box: B
     box.checkpoint(box.outputs(job), "ckpt-002.pt", T0 + 60)
     box.verify(job, newest="ckpt-002.pt", mtime=T0 + 60)  # re-verified: passes, but not what the human saw
     with pytest.raises(ConfirmationError, match="situation changed"):
-        await confirm_teardown(box.app, r.token, r.phrase)
+        await confirmed(box.app, r)
     assert destroys(cloud) == []
     r2 = await request_teardown(box.app, "box", reason="done")
-    assert (await confirm_teardown(box.app, r2.token, r2.phrase)).status == "done"
+    assert (await confirmed(box.app, r2)).status == "done"
 
 
 async def test_a_missing_api_key_is_a_clear_error_and_the_token_survives(box: Box, cloud: FakeCloud,
@@ -188,17 +210,17 @@ async def test_a_missing_api_key_is_a_clear_error_and_the_token_survives(box: Bo
     r = await request_teardown(box.app, "box", reason="done")
     monkeypatch.delenv("VAST_API_KEY")
     with pytest.raises(ConfigError, match="VAST_API_KEY is not set"):
-        await confirm_teardown(box.app, r.token, r.phrase)
+        await confirmed(box.app, r)
     assert cloud.requests == []
     monkeypatch.setenv("VAST_API_KEY", KEY)
-    assert (await confirm_teardown(box.app, r.token, r.phrase)).status == "done"
+    assert (await confirm_teardown(box.app, r.token)).status == "done"  # the human's approval still stands
 
 
 async def test_a_platform_without_an_api_answers_manual_with_console_steps(app: App, cloud: FakeCloud) -> None:
     register_host_record(app.store, "adl", "root@connect.example:12345", "autodl", "autodl-42")
     r = await request_teardown(app, "adl", reason="done")
     assert r.phrase == "stop autodl autodl-42" and r.platform_verb == "关机" and not r.irreversible
-    res = await confirm_teardown(app, r.token, r.phrase)
+    res = await confirmed(app, r)
     assert res.status == "manual" and res.steps and any("autodl.com" in s for s in res.steps)
     assert "nothing was done" in res.message
     assert cloud.requests == []
@@ -207,7 +229,7 @@ async def test_a_platform_without_an_api_answers_manual_with_console_steps(app: 
 async def test_local_has_nothing_to_stop(app: App) -> None:
     r = await request_teardown(app, "local", reason="demo")
     assert r.phrase == "stop local" and r.summary and r.token
-    res = await confirm_teardown(app, r.token, "stop local")
+    res = await confirmed(app, r, "stop local")
     assert res.status == "nothing_to_do" and "nothing to stop" in res.message
 
 
@@ -221,11 +243,12 @@ async def test_the_audit_log_holds_every_step_and_rejects_update_and_delete(box:
     box.verify(job)
     r = await request_teardown(box.app, "box", reason="done")
     with pytest.raises(ConfirmationError):
-        await confirm_teardown(box.app, r.token, "yes")
-    await confirm_teardown(box.app, r.token, r.phrase)
+        human_approves(box.app, r.request_id, "yes")
+    await confirmed(box.app, r)
     assert events(box.app) == ["teardown_requested", "teardown_refused", "teardown_requested",
-                               "confirmation_requested", "confirmation_refused", "confirmation_accepted",
-                               "teardown_confirmed", "teardown_executed"]
+                               "confirmation_requested", "confirmation_refused", "confirmation_approved",
+                               "confirmation_accepted", "teardown_confirmed", "teardown_executed"]
+    assert audit_log.verify(box.app.store).ok
     rows = audit_log.entries(box.app.store, target=f"box|vastai|{IID}")
     assert rows[0]["detail"]["reason"] == "early" and rows[-1]["detail"]["status"] == "done"
     with pytest.raises(StoreError, match="append-only"):
@@ -246,8 +269,9 @@ async def test_the_api_key_never_appears_in_tool_output_audit_log_or_logs(
                 r = await c.call_tool("request_teardown", {"host": "box", "reason": "done"})
                 s = r.structured_content
                 assert s is not None
-                done = await c.call_tool("confirm_teardown", {"token": s["token"], "confirmation": s["phrase"]})
-                again = await c.call_tool("confirm_teardown", {"token": s["token"], "confirmation": s["phrase"]})
+                human_approves(box.app, s["request_id"], s["phrase"])
+                done = await c.call_tool("confirm_teardown", {"token": s["token"]})
+                again = await c.call_tool("confirm_teardown", {"token": s["token"]})
     finally:
         root.handlers[:], root.level = saved_handlers, saved_level
         structlog.configure(**saved_config)
@@ -265,42 +289,52 @@ async def test_totp_mode_requires_a_fresh_code_from_the_authenticator(app: App) 
 
     secret = totp.enrol(app.settings.home)
     assert oct(os.stat(app.settings.home / totp.KEY_FILE).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(app.settings.home).st_mode & 0o777) == "0o700"
     app.settings = dataclasses.replace(app.settings, confirm_mode="totp")
     r = await request_teardown(app, "local", reason="x")
-    assert r.totp_required and "authenticator" in r.summary[-1]
+    assert r.totp_required and any("authenticator" in line for line in r.summary)
     with pytest.raises(ConfirmationError, match="authenticator"):
-        await confirm_teardown(app, r.token, r.phrase)
+        human_approves(app, r.request_id, r.phrase)
     step = int(time.time() // totp.STEP_S)
     valid = {totp.code_at(secret, s) for s in (step - 1, step, step + 1, step + 2)}
     wrong = next(f"{n:06d}" for n in range(10) if f"{n:06d}" not in valid)
     with pytest.raises(ConfirmationError, match="wrong or expired"):
-        await confirm_teardown(app, r.token, r.phrase, code=wrong)
+        human_approves(app, r.request_id, r.phrase, wrong)
     code = totp.code_at(secret, int(time.time() // totp.STEP_S))
-    assert (await confirm_teardown(app, r.token, r.phrase, code=code)).status == "nothing_to_do"
+    assert (await confirmed(app, r, human_code=code)).status == "nothing_to_do"
     r2 = await request_teardown(app, "local", reason="x")
     with pytest.raises(ConfirmationError, match="already used"):
-        await confirm_teardown(app, r2.token, r2.phrase, code=code)
+        human_approves(app, r2.request_id, r2.phrase, code)
 
 
 def _cli(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MCP_GPU_HOME": str(home)}
     return subprocess.run([sys.executable, "-m", "mcp_gpu", *args], input=stdin, capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=120, check=False)
+                          env=env, cwd=ROOT, timeout=120, check=False, start_new_session=True)
 
 
-def test_the_cli_asks_for_the_phrase_and_executes_only_on_a_match(home: Path) -> None:
-    bad = _cli(home, "teardown", "local", "--reason", "cli test", stdin="yes\n")
-    assert bad.returncode == 1 and "aborted" in bad.stdout and "token" not in bad.stdout.lower()
-    good = _cli(home, "teardown", "local", "--reason", "cli test", stdin="stop local\n")
-    assert good.returncode == 0, good.stderr
-    assert "Type exactly `stop local`" in good.stdout and "nothing_to_do" in good.stdout
+def test_the_cli_asks_for_the_phrase_on_the_terminal_and_executes_only_on_a_match(home: Path) -> None:
+    env = {**os.environ, "MCP_GPU_HOME": str(home)}
+    argv = [sys.executable, "-m", "mcp_gpu", "teardown", "local", "--reason", "cli test"]
+    rc, out = run_on_pty(argv, env, [("> ", "yes")])
+    assert rc == 1 and "aborted" in out and "token" not in out.lower()
+    rc, out = run_on_pty(argv, env, [("> ", "stop local")])
+    assert rc == 0, out
+    assert "Type exactly `stop local`" in out and "nothing_to_do" in out
     log_out = _cli(home, "audit-log", "--host", "local")
     assert log_out.returncode == 0 and "teardown_executed" in log_out.stdout and "teardown_requested" in log_out.stdout
+    assert "audit chain intact" in log_out.stdout
+
+
+def test_the_cli_refuses_a_phrase_on_piped_stdin(home: Path) -> None:
+    piped = _cli(home, "teardown", "local", "--reason", "cli test", stdin="stop local\n")
+    assert piped.returncode == 2 and "no controlling terminal" in piped.stderr
+    assert "teardown_executed" not in _cli(home, "audit-log").stdout
 
 
 async def test_a_slurm_host_scancels_only_what_mcp_gpu_launched_and_here_that_is_nothing(app: App) -> None:
     register_host_record(app.store, "cluster", "user@login.example", "slurm", None)
     r = await request_teardown(app, "cluster", reason="done")
     assert r.phrase == "scancel slurm cluster" and r.method == "cli"
-    res = await confirm_teardown(app, r.token, r.phrase)
+    res = await confirmed(app, r)
     assert res.status == "nothing_to_do" and "not ours to stop" in res.message and res.cancelled_jobs == []

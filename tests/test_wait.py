@@ -98,7 +98,7 @@ async def test_concurrent_waits_share_one_probe_per_interval(ssh_app: App, tmp_p
 async def test_the_wait_tool_sends_progress_and_wakes_on_the_change(ssh_app: App, tmp_path: Path, runs: Path,
                                                                     sock: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_GPU_WAIT_INTERVAL_S", "0.5")
-    jid = await start(ssh_app, "testhost", "soon", "sleep 5; exit 3", tmp_path / "w", runs, sock)
+    jid = await start(ssh_app, "testhost", "soon", "sleep 10; exit 3", tmp_path / "w", runs, sock)
     await wait(ssh_app, [jid], timeout_s=1.5, interval_s=0.5)
     seen: list[str] = []
 

@@ -1,7 +1,9 @@
 """`mcp-gpu demo`: the full lifecycle on `local`, driven through the MCP server exactly as an agent would.
 
 audit_env → smoke_cpu → launch_detached (bundled trainer under tmux) → patrol until it finishes →
-verify_artifacts → request_teardown (the gate passes; token and phrase shown; nothing to stop on local).
+verify_artifacts → request_teardown (the gate passes; nothing to stop on local) → confirm_teardown, where the
+server asks the human in a form: the demo's client declares form elicitation and answers it itself, printing the
+question, standing in for the person who would type the instance id (`local`).
 """
 
 from __future__ import annotations
@@ -64,7 +66,15 @@ async def _demo(settings: Settings, args: argparse.Namespace) -> int:
     shutil.copy(trainer, work / "train.py")
     py = sys.executable
     try:
-        async with Client(build_server(app=app)) as c:
+        from mcp.client.session import ClientRequestContext
+        from mcp.types import ElicitRequestParams, ElicitResult
+
+        async def demo_human(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+            print(f"  [form shown to the human] {params.message}")
+            print("  [the demo types the instance id for you: local]")
+            return ElicitResult(action="accept", content={"instance_id": "local"})
+
+        async with Client(build_server(app=app), elicitation_callback=demo_human) as c:
             print(f"mcp-gpu demo: state in {settings.home}, work dir {work}")
             _say("phase 0 · audit_env(host='local')")
             audit = await _call(c, "audit_env", {"host": "local", "checkpoint_gb": 0.001, "keep": 3,
@@ -118,9 +128,8 @@ async def _demo(settings: Settings, args: argparse.Namespace) -> int:
             for line in td.get("summary", []):
                 print("  " + line)
             if td.get("token"):
-                print(f"  token: {td['token'][:24]}…  phrase the human must type: {td.get('phrase')!r}")
-                done = await _call(c, "confirm_teardown", {"token": td["token"], "confirmation": td["phrase"]},
-                                   args.json)
+                print(f"  request {td.get('request_id')}: a human must approve it")
+                done = await _call(c, "confirm_teardown", {"token": td["token"]}, args.json)
                 print(f"  → {done.get('status')}: {done.get('message')}")
             print("\ndemo complete: every phase ran through the MCP server.")
             return 0

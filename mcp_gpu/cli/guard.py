@@ -33,26 +33,13 @@ def add_parser(sub: Any) -> None:
 
 
 def ask_terminal(question: str, expected: str) -> None:
-    """The human types `expected` on the controlling terminal. Piped stdin is never read: an agent with a shell
-    cannot answer for them by piping text in."""
-    import os
+    """The human types `expected` on the controlling terminal (never piped stdin: an agent with a shell cannot
+    answer for them by piping text in)."""
+    from mcp_gpu.cli._tty import Terminal
 
-    try:
-        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
-    except OSError:
-        raise ConfirmationError("this needs a person at a terminal: there is no controlling terminal",
-                                hint="run the command yourself in a terminal") from None
-    try:
-        os.write(fd, (question + f"\nType '{expected}' to approve (anything else refuses): ").encode())
-        raw = b""
-        while not raw.endswith(b"\n") and len(raw) < 4096:
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                break
-            raw += chunk
-    finally:
-        os.close(fd)
-    typed = raw.decode("utf-8", "replace").strip()
+    with Terminal() as tty:
+        tty.say(question)
+        typed = tty.ask(f"Type '{expected}' to approve (anything else refuses): ").strip()
     if typed != expected:
         raise ConfirmationError("not approved: nothing was changed", hint="run it again and type the exact text")
 

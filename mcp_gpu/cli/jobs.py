@@ -87,22 +87,32 @@ def logs(args: argparse.Namespace) -> int:
 
 
 def cancel(args: argparse.Namespace) -> int:
+    from mcp_gpu.cli._tty import Terminal
+    from mcp_gpu.lifecycle import human_gate
     from mcp_gpu.lifecycle.jobs import job_cancel
 
+    tty = Terminal()  # the phrase is read from the controlling terminal only: piped stdin is refused
+
     async def go(app: App) -> int:
-        first = await job_cancel(app, args.job)
-        if not first.confirmation_required:
+        first = await job_cancel(app, args.job, elicitation=False)
+        if not first.confirmation_required or not first.token or not first.request_id:
             print(first.message)
             return 0
-        print(f"This stops {first.name} ({first.job_id}) on {first.host} and every process it started.")
-        print(f"Type exactly `{first.phrase}` to confirm:")
-        typed = input("> ") if sys.stdin.isatty() else sys.stdin.readline()
+        tty.say(f"This stops {first.name} ({first.job_id}) on {first.host} and every process it started.")
+        tty.say(f"Type exactly `{first.phrase}` to confirm:")
+        typed = await anyio.to_thread.run_sync(tty.ask, "> ")
+        code = None
+        if app.settings.confirm_mode == "totp":
+            code = await anyio.to_thread.run_sync(tty.ask, "authenticator code: ")
+        pending = app.confirmer.check(first.token, action="cancel", target=first.job_id)
         try:
-            done = await job_cancel(app, first.job_id, token=first.token, confirmation=typed)
+            human_gate.record_terminal_approval(app, pending, typed, code)
         except ConfirmationError as err:
             print(f"not cancelled: {err.message}. Nothing was done.", file=sys.stderr)
             return 1
+        done = await job_cancel(app, first.job_id, token=first.token)
         print(done.message)
-        return 0
+        return 0 if done.cancelled else 1
 
-    return run_with_app(go)
+    with tty:
+        return run_with_app(go)

@@ -1,23 +1,27 @@
 """`mcp-gpu teardown HOST`, `mcp-gpu audit-log`, `mcp-gpu totp-setup`: phase 5b for the person at the terminal.
 
-`teardown` checks the gate, shows what would happen, and asks the person to type the phrase (no tokens shown);
-it executes only on an exact match. `audit-log` prints the append-only log of every destructive step.
-`totp-setup` enrols an authenticator for MCP_GPU_CONFIRM=totp (the URI is printed here, never to an agent).
+`teardown` checks the gate, shows what would happen on the controlling terminal, and reads the phrase from that
+terminal only (never from stdin: a pipe is refused); it records a terminal approval and executes in this process.
+`audit-log` prints the append-only log and says whether its hash chain is intact; `--accept-break` (typed on the
+terminal) records a break and restarts the chain. `totp-setup` enrols an authenticator for MCP_GPU_CONFIRM=totp.
 """
 
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import sys
 from typing import Any
 
+import anyio
+
 from mcp_gpu.app import App
 from mcp_gpu.cli import emit_json, run_with_app
+from mcp_gpu.cli._tty import Terminal
 from mcp_gpu.config import Settings
-from mcp_gpu.confirm import normalise
+from mcp_gpu.errors import ConfirmationError
 from mcp_gpu.store import audit_log
+from mcp_gpu.untrusted import clean_line
 
 
 def add_parser(sub: Any) -> None:
@@ -32,6 +36,8 @@ def add_parser(sub: Any) -> None:
     a.add_argument("--host", help="only entries for this host")
     a.add_argument("--limit", type=int, default=200)
     a.add_argument("--json", action="store_true")
+    a.add_argument("--accept-break", action="store_true",
+                   help="record that the hash chain is broken and restart it (typed on the terminal)")
     a.set_defaults(func=run_audit_log)
     t = sub.add_parser("totp-setup", help="enrol an authenticator app for MCP_GPU_CONFIRM=totp")
     t.add_argument("--force", action="store_true", help="replace an existing secret")
@@ -39,31 +45,34 @@ def add_parser(sub: Any) -> None:
 
 
 def run_teardown(args: argparse.Namespace) -> int:
+    from mcp_gpu.lifecycle import human_gate
     from mcp_gpu.lifecycle import teardown as td
 
-    async def ask(app: App) -> td.TeardownRequest:
-        return await td.request_teardown(app, args.host, args.action, args.reason, allow_running=args.allow_running)
+    tty = Terminal()  # before anything else: no terminal, no teardown
 
-    req = run_with_app(ask)
-    print(f"teardown of {req.host}: {req.action} {req.target}")
-    for line in req.summary[:-1]:
-        print("  " + line)
-    print(f"\nType exactly `{req.phrase}` to proceed (anything else aborts):")
-    try:
-        typed = input("> ")
-    except EOFError:
-        typed = ""
-    if normalise(typed) != normalise(req.phrase):
-        print("aborted: the phrase did not match; nothing was done")
+    async def go(app: App) -> td.TeardownResult | None:
+        req = await td.request_teardown(app, args.host, args.action, args.reason, allow_running=args.allow_running,
+                                        elicitation=False)
+        tty.say(f"teardown of {req.host}: {req.action} {req.target}")
+        for line in req.summary[:-2]:
+            tty.say("  " + clean_line(line))
+        tty.say(f"\nType exactly `{req.phrase}` to proceed (anything else aborts):")
+        typed = await anyio.to_thread.run_sync(tty.ask, "> ")
+        code = None
+        if req.totp_required:
+            code = await anyio.to_thread.run_sync(tty.ask, "authenticator code: ")
+        pending, _plan = td.pending_of(app, req.token)
+        try:
+            human_gate.record_terminal_approval(app, pending, typed, code)
+        except ConfirmationError as err:
+            tty.say(f"aborted: {err.message}; nothing was done")
+            return None
+        return await td.confirm_teardown(app, req.token, host=req.host)
+
+    with tty:
+        res = run_with_app(go)
+    if res is None:
         return 1
-    code = None
-    if req.totp_required:
-        code = getpass.getpass("authenticator code: ") if sys.stdin.isatty() else input("code> ")
-
-    async def go(app: App) -> td.TeardownResult:
-        return await td.confirm_teardown(app, req.token, typed, host=req.host, code=code, via="cli")
-
-    res = run_with_app(go)
     if args.json:
         emit_json(res)
         return 0
@@ -76,6 +85,9 @@ def run_teardown(args: argparse.Namespace) -> int:
 def run_audit_log(args: argparse.Namespace) -> int:
     app = App.open(Settings.from_env())
     try:
+        if args.accept_break:
+            return _accept_break(app)
+        report = audit_log.verify(app.store)
         rows = audit_log.entries(app.store, limit=max(1, args.limit) * (20 if args.host else 1))
     finally:
         app.store.close()
@@ -83,14 +95,36 @@ def run_audit_log(args: argparse.Namespace) -> int:
         rows = [r for r in rows if r["target"] and (r["target"] == args.host or r["target"].startswith(args.host + "|"))]
         rows = rows[-args.limit:]
     if args.json:
-        print(json.dumps(rows, indent=2, ensure_ascii=False))
-        return 0
+        print(json.dumps({"chain": {"ok": report.ok, "problems": report.problems, "rows_checked": report.rows_checked},
+                          "entries": rows}, indent=2, ensure_ascii=False))
+        return 0 if report.ok else 1
     for r in rows:
         detail = json.dumps(r["detail"], ensure_ascii=False, sort_keys=True)
         print(f"#{r['id']:<5} {r['at']}  {r['event']:<22} {r['action'] or '-':<26} {r['target'] or '-'}  "
               f"{detail[:160]}")
     if not rows:
         print("the audit log is empty" + (f" for {args.host}" if args.host else ""))
+    print(report.text())
+    if not report.ok:
+        print("Destructive acts are refused until you run `mcp-gpu audit-log --accept-break` (which records the "
+              "break in the log).", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _accept_break(app: App) -> int:
+    report = audit_log.verify(app.store)
+    if report.ok:
+        print(report.text() + ": nothing to accept")
+        return 0
+    with Terminal() as tty:
+        tty.say(report.text())
+        typed = tty.ask("Type `accept break` to record this and restart the chain: ")
+    if typed.strip().lower() != "accept break":
+        print("aborted: nothing was recorded")
+        return 1
+    _rep, rid = audit_log.accept_break(app.store, who="terminal")
+    print(f"recorded as audit row #{rid}; the chain restarts there. Destructive acts are allowed again.")
     return 0
 
 

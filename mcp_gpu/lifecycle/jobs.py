@@ -17,6 +17,8 @@ from mcp_gpu.app import App
 from mcp_gpu.backends import Observation, RunLayout
 from mcp_gpu.backends.registry import get_backend, scheduler_verdict
 from mcp_gpu.errors import ConfigError, GpuError, TransportError
+from mcp_gpu.lifecycle import cancel_gate
+from mcp_gpu.lifecycle.human_gate import FormAnswer
 from mcp_gpu.models import JobRecord, JobState
 from mcp_gpu.store import audit_log
 from mcp_gpu.store import jobs as jobstore
@@ -65,9 +67,16 @@ class CancelResult(BaseModel):
     state: JobState
     cancelled: bool
     confirmation_required: bool = False
-    token: str | None = None
-    phrase: str | None = Field(default=None, description="the human must type exactly this; pass it as `confirmation`")
+    token: str | None = Field(default=None, description="a handle for the second call; it proves nothing about a human")
+    request_id: str | None = Field(default=None, description="the pending request a human approves")
+    phrase: str | None = Field(default=None, description="what the HUMAN types in `mcp-gpu approve` (not the agent)")
+    approve_command: str | None = None
+    next_steps: list[str] = Field(default_factory=list)
     expires_at: str | None = None
+    awaiting_human: bool = Field(default=False, description="no human has approved yet: nothing was done")
+    declined: bool = Field(default=False, description="the human declined: final")
+    confirmed_via: str | None = None
+    unattended: bool = Field(default=False, description="MCP_GPU_UNATTENDED is on: no human is asked")
     how: str | None = Field(default=None, description="TERM (ended within the grace window) or KILL")
     message: str
 
@@ -181,24 +190,26 @@ def cancel_phrase(rec: JobRecord) -> str:
     return f"cancel {rec.name} on {rec.host}"
 
 
-async def job_cancel(app: App, job_id: str, token: str | None = None, confirmation: str | None = None,
-                     *, ttl_s: int | None = None) -> CancelResult:
-    """First call: changes nothing, returns a token and the phrase the human must echo. Second call with the
-    token and the human's phrase: TERM to the job's whole process group, a grace window, then KILL."""
+async def job_cancel(app: App, job_id: str, token: str | None = None, *, code: str | None = None,
+                     form: FormAnswer | None = None, elicitation: bool | None = None,
+                     ttl_s: int | None = None) -> CancelResult:
+    """First call: changes nothing, stores a pending request and returns a token for it. Second call with the token:
+    acts only when a human approved (human_gate: form answer, `mcp-gpu approve`, or unattended mode): TERM to the
+    job's whole process group, a grace window, then KILL. `mcp-gpu cancel` records a terminal approval first."""
     rec = jobstore.resolve(app.store, job_id)
-    if token:  # a token is always checked first: a wrong, expired, replayed or foreign one fails loudly
-        app.confirmer.redeem(token, confirmation or "", action="cancel", target=rec.id)
+    base: dict[str, Any] = {"job_id": rec.id, "name": rec.name, "host": rec.host,
+                            "unattended": app.settings.unattended}
+    if token:  # the human gate decides first: a wrong, expired, replayed or foreign token fails loudly
+        verdict = cancel_gate.approved(app, rec, base, token, code=code, form=form, elicitation=elicitation)
+        if isinstance(verdict, CancelResult):
+            return verdict  # awaiting the human, or declined: nothing was done
+        base["confirmed_via"] = verdict
     rec, _ = await refresh_job(app, rec)
-    base: dict[str, Any] = {"job_id": rec.id, "name": rec.name, "host": rec.host}
     if rec.state.finished:
         return CancelResult(**base, state=rec.state, cancelled=False,
                             message=f"nothing to cancel: the job is already {rec.state.value}")
     if not token:
-        ch = app.confirmer.issue(action="cancel", target=rec.id, phrase=cancel_phrase(rec), ttl_s=ttl_s)
-        return CancelResult(**base, state=rec.state, cancelled=False, confirmation_required=True, token=ch.token,
-                            phrase=ch.phrase, expires_at=ch.expires_at,
-                            message=f"Nothing was done. Ask the human to type exactly: `{ch.phrase}`; then call "
-                                    f"job_cancel again with this token and their words as `confirmation`.")
+        return cancel_gate.request(app, rec, base, elicitation=elicitation, ttl_s=ttl_s)
     t = await app.transport(rec.host)
     layout = RunLayout(rec.run_dir)
     await get_backend(rec.backend).cancel(t, rec.handle, layout)
@@ -207,7 +218,7 @@ async def job_cancel(app: App, job_id: str, token: str | None = None, confirmati
     rec = jobstore.set_state(app.store, rec.id, JobState.cancelled, kind="cancelled", exit_code=obs.exit_code,
                              exit_signal=obs.exit_signal, detail={"how": how, "detail": obs.detail})
     audit_log.append(app.store, "job_cancelled", action="cancel", target=rec.id,
-                     detail={"name": rec.name, "host": rec.host, "how": how})
+                     detail={"name": rec.name, "host": rec.host, "how": how, "via": base.get("confirmed_via")})
     return CancelResult(**base, state=rec.state, cancelled=True, how=how,
                         message=f"cancelled {rec.name} on {rec.host} ({how or 'stopped'}); its run dir is kept: "
                                 f"{rec.run_dir}")

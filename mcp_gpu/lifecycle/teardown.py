@@ -4,33 +4,34 @@
         fresh gate probe; refuses (GateRefused) listing what is missing and the call that fixes each; on a pass
         returns what would happen (from the platform profile), a token bound to action + target + gate snapshot,
         and the phrase the human must type. Changes nothing.
-    confirm_teardown(app, token, confirmation, host=None, code=None) -> TeardownResult
-        re-derives the gate with a fresh probe, redeems the token against that snapshot (a changed gate → refused),
-        then executes: the provider API (RunPod, vast.ai, Lambda, Paperspace), `manual` console steps (AutoDL, the
-        Chinese rentals, bare SSH), scancel / kubectl delete of the jobs mcp-gpu launched (Slurm, Kubernetes),
-        or nothing (`local`). Remote files are never deleted.
-    decline_teardown(app, token, reason) -> TeardownResult
-        a human declined (elicitation): recorded, and the token is burned. A decline is final.
+    confirm_teardown(app, token, host=None, code=None, form=None) -> TeardownResult
+        completes only when a human approved through a channel the agent cannot write to (human_gate: the form
+        answer in `form`, a `mcp-gpu approve` row, or unattended mode); otherwise `awaiting_human` and nothing
+        happens. Then re-derives the gate with a fresh probe, checks the token against that snapshot (a changed
+        gate → refused), burns the request once, and executes: the provider API (RunPod, vast.ai, Lambda,
+        Paperspace), `manual` console steps (AutoDL, the Chinese rentals, bare SSH), scancel / kubectl delete of
+        the jobs mcp-gpu launched (Slurm, Kubernetes), or nothing (`local`). Remote files are never deleted.
+    decline_teardown(app, token, outcome) -> TeardownResult
+        a human declined (elicitation): recorded, and the request is void. A decline is final.
 
 Every request, refusal, confirmation, decline and execution is in the append-only audit log.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import os
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from mcp_gpu import totp
 from mcp_gpu.app import App
 from mcp_gpu.backends import RunLayout
-from mcp_gpu.confirm import load_secret
-from mcp_gpu.errors import ConfigError, ConfirmationError, GateRefused, GpuError
+from mcp_gpu.confirm import Pending
+from mcp_gpu.errors import ConfigError, ConfirmationError, GpuError
+from mcp_gpu.lifecycle import human_gate
+from mcp_gpu.lifecycle.human_gate import FormAnswer
+from mcp_gpu.lifecycle.instances import prove_teardown
 from mcp_gpu.lifecycle.teardown_gate import Gate, GateJob, host_jobs, probe_gate, require
 from mcp_gpu.lifecycle.teardown_plan import (
     Plan,
@@ -43,12 +44,12 @@ from mcp_gpu.lifecycle.teardown_plan import (
     survival,
 )
 from mcp_gpu.models import JobState, iso
-from mcp_gpu.providers import Provider, ProviderResult, get_provider
+from mcp_gpu.providers import Lister, Provider, ProviderResult, get_provider
 from mcp_gpu.providers.manual import LocalProvider, ManualProvider
 from mcp_gpu.store import audit_log
 from mcp_gpu.store import jobs as jobstore
 
-TeardownStatus = Literal["done", "manual", "nothing_to_do", "timed_out", "declined"]
+TeardownStatus = Literal["done", "manual", "nothing_to_do", "timed_out", "declined", "awaiting_human"]
 
 
 class TeardownRequest(BaseModel):
@@ -73,10 +74,14 @@ class TeardownRequest(BaseModel):
     jobs: list[GateJob]
     running_jobs_sacrificed: list[str] = Field(default_factory=list)
     snapshot: dict[str, Any] = Field(description="the gate snapshot the token is bound to")
-    token: str
-    phrase: str = Field(description="what the HUMAN must type, exactly")
+    token: str = Field(description="a handle for the second call; it proves nothing about a human")
+    request_id: str = Field(description="the pending request a human approves")
+    phrase: str = Field(description="what the HUMAN types in `mcp-gpu approve` (never typed by the agent)")
+    approve_command: str = Field(description="what the human runs in their own terminal without form elicitation")
+    next_steps: list[str] = Field(description="exactly how this request can be completed, for this client")
     expires_at: str
     totp_required: bool = False
+    unattended: bool = Field(default=False, description="MCP_GPU_UNATTENDED is on: no human is asked")
     summary: list[str]
     audit_ids: list[int]
 
@@ -90,6 +95,10 @@ class TeardownResult(BaseModel):
     provider: ProviderResult | None = None
     steps: list[str] = Field(default_factory=list, description="what a human must still do (status manual)")
     cancelled_jobs: list[str] = Field(default_factory=list)
+    confirmed_via: str | None = Field(default=None, description="elicitation / terminal / unattended / cli")
+    request_id: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    proof: str | None = Field(default=None, description="what the provider's own instance listing says afterwards")
     audit_ids: list[int] = Field(default_factory=list)
 
 
@@ -115,17 +124,16 @@ async def _gate(app: App, plan: Plan, ids: list[int], stage: str) -> Gate:
 
 
 async def request_teardown(app: App, host: str, action: str = "auto", reason: str = "", *,
-                           allow_running: bool = False, ttl_s: int | None = None) -> TeardownRequest:
-    """Check the gate with a fresh probe and describe the teardown; returns a token + phrase. Changes nothing."""
+                           allow_running: bool = False, ttl_s: int | None = None,
+                           elicitation: bool | None = None) -> TeardownRequest:
+    """Check the gate with a fresh probe and describe the teardown; stores a pending request. Changes nothing.
+    `elicitation`: whether the client declared form elicitation (None = unknown), to say which channel to use."""
     rec = resolve_host(app.store, host)
     plan = make_plan(rec, action, allow_running=allow_running)
     ids: list[int] = []
     _audit(app, "teardown_requested", plan, ids, reason=reason, allow_running=allow_running)
     gate = await _gate(app, plan, ids, "request")
     snap = gate.snapshot()
-    ch = app.confirmer.issue(plan.action_key, plan.target_key, plan.phrase, snapshot=snap, ttl_s=ttl_s)
-    ids += [int(r["id"]) for r in app.store.query(
-        "SELECT max(id) AS id FROM audit_log WHERE event='confirmation_requested' AND target=?", (plan.target_key,))]
     lost, kept = survival(plan)
     month, age = facts_used(plan)
     missing_env = [v for v in credential_env(plan) if not os.environ.get(v)]
@@ -135,9 +143,23 @@ async def request_teardown(app: App, host: str, action: str = "auto", reason: st
         platform_verb=plan.profile.head.meter_stop.verb, irreversible=_irreversible(plan), method=plan.method,
         reason=reason, lost=lost, survives=kept, keeps_billing=keeps_billing(plan), danger_clocks=danger_clocks(plan),
         facts_verified=month, facts_age_months=age, credentials_missing=missing_env, jobs=gate.jobs,
-        running_jobs_sacrificed=gate.running if allow_running else [], snapshot=json.loads(snap), token=ch.token,
-        phrase=ch.phrase, expires_at=ch.expires_at, totp_required=totp_on, summary=[], audit_ids=ids)
-    req.summary = _summary(plan, req)
+        running_jobs_sacrificed=gate.running if allow_running else [], snapshot=json.loads(snap), token="",
+        request_id="", phrase=plan.phrase, approve_command="", next_steps=[], expires_at="", totp_required=totp_on,
+        unattended=app.settings.unattended, summary=[], audit_ids=ids)
+    plan_lines = _summary(plan, req)
+    ch = app.confirmer.issue(plan.action_key, plan.target_key, plan.phrase, kind="teardown", expect=plan.instance_id,
+                             summary=plan_lines, snapshot=snap, ttl_s=ttl_s)
+    ids += [int(r["id"]) for r in app.store.query(
+        "SELECT max(id) AS id FROM audit_log WHERE event='confirmation_requested' AND target=?", (plan.target_key,))]
+    req.token, req.request_id, req.expires_at = ch.token, ch.request_id, ch.expires_at
+    req.approve_command = human_gate.approve_command(ch.request_id)
+    req.next_steps = human_gate.next_steps(app, ch.request_id, tool_call=f"confirm_teardown(token=<token of "
+                                           f"{ch.request_id}>)", elicitation=elicitation, phrase=plan.phrase)
+    extra = " plus a code from their authenticator app" if totp_on else ""
+    req.summary = [*human_gate.banner(app), *plan_lines,
+                   f"Nothing was done. Request {ch.request_id} (expires {ch.expires_at}) needs a HUMAN{extra}: "
+                   + " ".join(req.next_steps if not app.settings.unattended else req.next_steps[1:]),
+                   "Remote files are never deleted by mcp-gpu."]
     return req
 
 
@@ -168,24 +190,22 @@ def _summary(plan: Plan, r: TeardownRequest) -> list[str]:
     lines.append(f"Platform facts verified {r.facts_verified} ({r.facts_age_months} months old).")
     if r.credentials_missing:
         lines.append(f"Confirm will fail: {', '.join(r.credentials_missing)} is not set for the server.")
-    extra = " plus the current code from their authenticator app" if r.totp_required else ""
-    lines.append(f"To proceed the HUMAN types: '{r.phrase}'{extra} (token expires {r.expires_at}). "
-                 "Remote files are never deleted by mcp-gpu.")
     return lines
 
 
-def token_claims(app: App, token: str, ids: list[int]) -> dict[str, Any]:
-    """The signed body of a teardown token (signature checked), or ConfirmationError (audited)."""
+def token_claims(app: App, token: str, ids: list[int], *, audit: bool = True) -> dict[str, Any]:
+    """The signed body of a teardown token issued by this process, or ConfirmationError (audited)."""
     try:
-        b64, mac = token.strip().split(".", 1)
-        payload = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4))
-        body = json.loads(payload)
-        good = hmac.compare_digest(hmac.new(load_secret(app.settings.home), payload, hashlib.sha256).hexdigest(), mac)
-    except (ValueError, json.JSONDecodeError):
-        body, good = {}, False
-    if not good or not isinstance(body, dict) or not str(body.get("a", "")).startswith("teardown:"):
-        _audit(app, "confirmation_refused", None, ids, target=None, reason="malformed, altered or not a teardown token")
-        raise ConfirmationError("this is not a valid teardown token (malformed, altered, or issued for something else)",
+        body = app.confirmer.claims(token, audit=audit)
+    except ConfirmationError:
+        raise ConfirmationError("this is not a valid teardown token (malformed, altered, issued by another server "
+                                "process, or for something else)",
+                                hint="call request_teardown again for a fresh token; nothing was done") from None
+    if not str(body.get("a", "")).startswith("teardown:"):
+        if audit:
+            _audit(app, "confirmation_refused", None, ids, target=None, reason="not a teardown token")
+        raise ConfirmationError("this is not a valid teardown token (malformed, altered, issued by another server "
+                                "process, or for something else)",
                                 hint="call request_teardown again for a fresh token; nothing was done")
     return body
 
@@ -223,26 +243,36 @@ def _provider(plan: Plan) -> Provider | None:
     return None
 
 
-async def confirm_teardown(app: App, token: str, confirmation: str, *, host: str | None = None,
-                           code: str | None = None, via: str = "phrase") -> TeardownResult:
-    """Execute a teardown the human confirmed: fresh gate → token bound to it → the platform's verb."""
+async def confirm_teardown(app: App, token: str, *, host: str | None = None, code: str | None = None,
+                           form: FormAnswer | None = None) -> TeardownResult:
+    """Execute a teardown a HUMAN approved: human channel → fresh gate → token bound to it → the platform's verb."""
     ids: list[int] = []
     claims = token_claims(app, token, ids)
     plan = _plan_from(app, claims, host, ids)
+    pending = app.confirmer.check(token, action=plan.action_key, target=plan.target_key)
+    base: dict[str, Any] = {"host": plan.host.name, "action": plan.action, "target": plan.label,
+                            "request_id": pending.id, "warnings": human_gate.banner(app)}
+    decision = human_gate.decide(app, pending, form=form, code=code)
+    if decision.status == "declined":
+        _audit(app, "teardown_declined", plan, ids, outcome=decision.outcome, via=decision.via, request_id=pending.id)
+        return TeardownResult(status="declined", audit_ids=ids, **base,
+                              message=f"The human declined the teardown of {plan.label} ({decision.message}): nothing "
+                                      "was done and this request is void. A new request_teardown is needed if the "
+                                      "human changes their mind.")
+    if decision.status == "awaiting":
+        return TeardownResult(status="awaiting_human", audit_ids=ids, message=decision.message,
+                              steps=human_gate.next_steps(app, pending.id, tool_call="confirm_teardown(token)",
+                                                          elicitation=None), **base)
     try:
         provider = _provider(plan)
     except GpuError as err:
         _audit(app, "teardown_refused", plan, ids, stage="credentials", code=err.code, why=err.message)
         raise
     gate = await _gate(app, plan, ids, "confirm")
-    if app.settings.confirm_mode == "totp":
-        try:
-            totp.verify(app.settings.home, code)
-        except ConfirmationError as err:
-            _audit(app, "confirmation_refused", plan, ids, reason=f"totp: {err.message}")
-            raise
-    app.confirmer.redeem(token, confirmation, action=plan.action_key, target=plan.target_key, snapshot=gate.snapshot())
-    _audit(app, "teardown_confirmed", plan, ids, via=via, jobs=[j.job_id for j in gate.jobs])
+    pending = app.confirmer.check(token, action=plan.action_key, target=plan.target_key, snapshot=gate.snapshot())
+    app.confirmer.burn(pending, via=decision.via)
+    _audit(app, "teardown_confirmed", plan, ids, via=decision.via, request_id=pending.id,
+           jobs=[j.job_id for j in gate.jobs])
     try:
         result = await _execute(app, plan, provider, gate)
     except GpuError as err:
@@ -253,6 +283,7 @@ async def confirm_teardown(app: App, token: str, confirmation: str, *, host: str
            final_state=pr.final_state if pr else None, polls=pr.polls if pr else 0,
            http=[c.model_dump() for c in pr.http_calls] if pr else [])
     result.audit_ids = ids
+    result.confirmed_via, result.request_id, result.warnings = decision.via, pending.id, human_gate.banner(app)
     return result
 
 
@@ -268,7 +299,12 @@ async def _execute(app: App, plan: Plan, provider: Provider | None, gate: Gate) 
     msg = res.message
     if res.status == "manual":
         msg += " Steps: " + " / ".join(res.steps)
-    return TeardownResult(status=res.status, provider=res, message=msg, steps=res.steps, **base)
+    proof = None
+    if res.status in ("done", "nothing_to_do") and isinstance(provider, Lister):
+        # the listing is the account-wide view: a pod the status call says is gone must also be gone from it
+        proof = await prove_teardown(plan.platform, plan.instance_id, plan.action)
+        msg += f" Listing check: {proof}."
+    return TeardownResult(status=res.status, provider=res, message=msg, steps=res.steps, proof=proof, **base)
 
 
 async def _cancel_scheduler_jobs(app: App, plan: Plan, gate: Gate) -> TeardownResult:
@@ -301,30 +337,17 @@ async def _cancel_scheduler_jobs(app: App, plan: Plan, gate: Gate) -> TeardownRe
                                   f"{', '.join(done)}. Run directories and outputs are kept.")
 
 
-def decline_teardown(app: App, token: str, *, outcome: str = "decline", via: str = "elicitation") -> TeardownResult:
-    """The human said no: record it and burn the token so no later call can use it. Final."""
+def pending_of(app: App, token: str, *, audit: bool = True) -> tuple[Pending, Plan]:
+    """The stored request a teardown token stands for (signature, binding and expiry checked)."""
     ids: list[int] = []
-    claims = token_claims(app, token, ids)
+    claims = token_claims(app, token, ids, audit=audit)
     plan = _plan_from(app, claims, None, ids)
-    app.store.execute("UPDATE tokens SET used_at=? WHERE nonce=? AND used_at IS NULL", (iso(), str(claims.get("n"))))
-    _audit(app, "teardown_declined", plan, ids, outcome=outcome, via=via)
-    return TeardownResult(status="declined", host=plan.host.name, action=plan.action, target=plan.label, audit_ids=ids,
-                          message=f"The human {outcome}d the teardown of {plan.label}: nothing was done and this token "
-                                  "is now void. A new request_teardown is needed if the human changes their mind.")
+    return app.confirmer.check(token, action=plan.action_key, target=plan.target_key, audit=audit), plan
 
 
-def expected_instance(app: App, token: str) -> tuple[str, str, str]:
-    """(instance id, target label, phrase) a token is for, signature checked; for the elicitation question."""
-    ids: list[int] = []
-    claims = token_claims(app, token, ids)
-    plan = _plan_from(app, claims, None, ids)
-    return plan.instance_id, plan.label, plan.phrase
-
-
-def refuse_typed(app: App, token: str, typed: str) -> GateRefused | ConfirmationError:
-    ids: list[int] = []
-    claims = token_claims(app, token, ids)
-    plan = _plan_from(app, claims, None, ids)
-    _audit(app, "confirmation_refused", plan, ids, reason="typed instance id does not match", via="elicitation")
-    return ConfirmationError(f"the instance id the human typed does not match {plan.label}: nothing was done",
-                             hint="the token stays valid until it expires; the human must type the exact instance id")
+def form_question(pending: Pending, plan: Plan, *, totp_on: bool) -> str:
+    """The form the client shows the human: built from the stored request, never from the agent's words."""
+    code = " Then enter the current code from your authenticator app." if totp_on else ""
+    return (f"An AI agent asks to: {pending.phrase}. " + " ".join(pending.summary) +
+            f" This stops the meter and may delete the machine and its local disks. To approve, type the instance "
+            f"id of {plan.label} ({pending.expect}).{code} Decline to refuse: a decline is final.")

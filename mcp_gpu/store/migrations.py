@@ -110,4 +110,41 @@ MIGRATIONS: list[tuple[str, str]] = [
             updated_at TEXT NOT NULL
         );
     """),
+    ("i10a_human_gate", """
+        CREATE TABLE approvals (
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            action TEXT NOT NULL,
+            target TEXT NOT NULL,
+            phrase TEXT NOT NULL,
+            expect TEXT NOT NULL,
+            summary_json TEXT NOT NULL DEFAULT '[]',
+            snapshot TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL,
+            expires_at REAL NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending',
+            decided_at TEXT,
+            decided_via TEXT,
+            totp_ok INTEGER NOT NULL DEFAULT 0,
+            requester_json TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX approvals_status ON approvals(status, expires_at);
+        CREATE TABLE totp_failures (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at REAL NOT NULL
+        );
+        ALTER TABLE audit_log ADD COLUMN hash TEXT;
+        CREATE TRIGGER audit_log_chained BEFORE INSERT ON audit_log WHEN NEW.hash IS NULL
+            BEGIN SELECT RAISE(ABORT, 'audit_log rows must carry their chain hash'); END;
+        CREATE TABLE audit_anchor (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at TEXT NOT NULL,
+            from_id INTEGER NOT NULL,
+            prev_hash TEXT NOT NULL,
+            note TEXT NOT NULL
+        );
+        INSERT INTO audit_anchor(at, from_id, prev_hash, note)
+            SELECT strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), COALESCE(MAX(id), 0) + 1, 'genesis',
+                   'hash chain starts; earlier rows are unchained' FROM audit_log;
+    """),
 ]
