@@ -23,7 +23,9 @@ from mcp_gpu.lifecycle.jobs import refresh_job
 from mcp_gpu.lifecycle.launch import launch_detached
 from mcp_gpu.models import JobRecord, JobState
 from mcp_gpu.store import jobs as jobstore
+from mcp_gpu.transport.ssh import SSHTransport
 from tests.jobhelpers import group_alive, pid_alive, sessions, wait_until
+from tests.test_slurm import SLURM, _launch, _log_shows, _until, box, slurm_conf, slurm_sshd  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.anyio
 
@@ -247,3 +249,46 @@ def test_a_kill_after_a_logged_sigterm_is_the_end_of_a_grace_window_not_an_oom()
     assert triage(lines, exit_code=137, exit_signal="KILL").primary == "preempted"
     assert triage(lines, exit_code=137, exit_signal="KILL", oom_kill_delta=1).primary == "host_oom_killed"
     assert triage(lines[:1], exit_code=137, exit_signal="KILL").primary == "host_oom_killed"
+
+
+# --- Slurm: scancel and the time limit send TERM to every process of the job; `--signal=B:` only to the batch
+# shell, which forwards the chosen signal to the job's group. Each way the job gets its TERM once and saves.
+
+def _slurm_trainer(tmp_path: Path) -> tuple[str, Path]:
+    (tmp_path / "prog.py").write_text(TRAINER)
+    ckpt = tmp_path / "ckpt.txt"
+    return f"python3 -u {tmp_path / 'prog.py'} {ckpt}\n", ckpt
+
+
+def _saved_once(layout: RunLayout, ckpt: Path) -> None:
+    log = Path(layout.log).read_text()
+    assert log.count("saving checkpoint") == 1 and "saved" in log, log
+    assert ckpt.read_text() == COMPLETE
+    assert Path(layout.exit_code).read_text().strip() == "143 TERM"
+
+
+@pytest.mark.slurm
+async def test_scancel_lets_a_slurm_job_finish_its_checkpoint(box: SSHTransport, tmp_path: Path) -> None:  # noqa: F811
+    cmd, ckpt = _slurm_trainer(tmp_path)
+    handle, layout, _ = await _launch(box, tmp_path, "scancel-save", cmd)
+    await _log_shows(layout, "ready", 30)
+    await SLURM.cancel(box, handle, layout)  # TERM to every process of the job, KILL after KillWait (5 s here)
+    end = await _until(box, handle, layout, lambda o: o.alive is False, 30)
+    _saved_once(layout, ckpt)
+    assert end.scheduler_state == "CANCELLED"
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+async def test_slurm_signal_term_before_the_time_limit_reaches_the_job_once_and_the_save_completes(
+        box: SSHTransport, tmp_path: Path) -> None:  # noqa: F811
+    cmd, ckpt = _slurm_trainer(tmp_path)
+    handle, layout, _ = await _launch(box, tmp_path, "limit-term", cmd, time_limit_s=60, signal="TERM",
+                                      signal_before_s=30)
+    assert "--signal=B:USR1@30" in handle["sbatch_argv"]  # type: ignore[operator]
+    await _log_shows(layout, "ready", 30)
+    await _log_shows(layout, "saved", 100)
+    end = await _until(box, handle, layout, lambda o: o.alive is False, 60)
+    _saved_once(layout, ckpt)
+    assert "SIGTERM from Slurm (--signal), forwarded to the job" in Path(layout.log).read_text()
+    assert end.scheduler_state != "TIMEOUT"  # it ended on its own, checkpoint written, before the limit
