@@ -30,7 +30,8 @@ from tests.test_slurm import SLURM, _launch, _log_shows, _until, box, slurm_conf
 pytestmark = pytest.mark.anyio
 
 # On TERM: says so, writes its checkpoint over ~3 s (a line every 0.1 s, then "complete"), renames it into place,
-# says "saved" and exits 143. SIGHUP keeps its default action: a hangup mid-save kills it, as it would a trainer.
+# says "saved" and exits 143 (or the status given as its second argument). SIGHUP keeps its default action: a
+# hangup mid-save kills it, as it would a trainer.
 TRAINER = """\
 import os, signal, sys, time
 
@@ -47,7 +48,7 @@ def save(*_):
         f.write("complete\\n")
     os.replace(ckpt + ".tmp", ckpt)
     print("saved", flush=True)
-    sys.exit(143)
+    sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 143)
 
 
 signal.signal(signal.SIGTERM, save)
@@ -208,6 +209,30 @@ async def test_a_job_that_ignores_an_outside_term_keeps_running_and_is_reported_
     await wait_until(lambda: Path(layout.exit_code).exists(), what="the wrapper, still there, to record the KILL")
     done = await wait_until(lambda: _ended(app, rec.id), what="the end after KILL")
     assert (done.state, done.exit_code, done.exit_signal) == (JobState.failed, 137, "KILL")
+
+
+async def test_the_run_scripts_shell_waits_for_its_command_on_term_and_exits_with_its_status(
+        app: App, runs: Path, tmp_path: Path, sock: str) -> None:
+    """The run script's shell (not the trainer) is the job's main process: on TERM it waits for the save and takes
+    its status (3 here: a save that failed), instead of dying at once with 143. The job's own BASH_ENV is still
+    read, and is what the commands it starts see."""
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "prog.py").write_text(TRAINER)
+    (tmp_path / "userrc.sh").write_text("echo user-rc-read\n")
+    cmd = f"{sys.executable} -u prog.py ckpt.txt 3\necho after-the-trainer\n"
+    res = await launch_detached(app, "local", "bash -c 'echo child-sees=$BASH_ENV'\n" + cmd, str(work), "status",
+                                env={"BASH_ENV": str(tmp_path / "userrc.sh")}, probe_s=10, run_root=str(runs),
+                                options=opts(sock))
+    layout = RunLayout(res.run_dir)
+    await wait_until(lambda: "ready" in Path(layout.log).read_text(), what="the job to be ready")
+    os.killpg(_pgid(layout), signal.SIGTERM)
+    await wait_until(lambda: Path(layout.exit_code).exists(), timeout=30, what="the recorded exit")
+    _assert_saved(work, layout)
+    assert Path(layout.exit_code).read_text().strip() == "3"
+    log = Path(layout.log).read_text()
+    assert "after-the-trainer" not in log  # TERM still ends the script, once its command is done
+    assert log.count("user-rc-read") == 2 and f"child-sees={tmp_path / 'userrc.sh'}" in log
 
 
 async def test_strays_left_by_a_finished_script_are_hung_up_and_the_exit_waits_for_them(

@@ -43,6 +43,7 @@ cat > jobrc.sh.tmp.$$ <<'JOBRC'
 # mcp-gpu: read by the job's shell before the run script. On TERM, finish the command being run and the
 # background commands (a checkpoint being written), then stop with their failure status, or 143 as for TERM.
 trap '__mcp_gpu_rc=$?; wait; exit "$(( __mcp_gpu_rc ? __mcp_gpu_rc : 143 ))"' TERM
+exec 9<&-
 if [ -n "${MCP_GPU_USER_BASH_ENV+x}" ]; then
   BASH_ENV=$MCP_GPU_USER_BASH_ENV; unset MCP_GPU_USER_BASH_ENV
   # shellcheck disable=SC1090  # the job's own BASH_ENV, whatever it names
@@ -50,6 +51,7 @@ if [ -n "${MCP_GPU_USER_BASH_ENV+x}" ]; then
 else
   unset BASH_ENV
 fi
+:
 JOBRC
 mv -f -- "jobrc.sh.tmp.$$" jobrc.sh || exit 97
 
@@ -65,7 +67,9 @@ export PYTHONUNBUFFERED=1 MCP_GPU_RUN_DIR="$rd"
 ( atomic pid "$BASHPID"
   cd -- "$wd" || { echo "mcp-gpu: cannot enter workdir $wd"; exit 98; }
   [ -n "${BASH_ENV+x}" ] && export MCP_GPU_USER_BASH_ENV="$BASH_ENV"
-  export BASH_ENV="$rd/jobrc.sh"
+  # bash expands BASH_ENV (command substitution included) before reading it: never put the run dir's path
+  # there. The file is handed over on fd 9 instead, a fixed name; jobrc.sh closes it.
+  exec 9< "$rd/jobrc.sh" && export BASH_ENV=/dev/fd/9
   # not a group leader here, so setsid(1) calls setsid(2) in place: the job keeps this pid and leads its group
   exec setsid "${BASH:-bash}" -- "$script" ) </dev/null >> out.log 2>&1 &
 job=$!
