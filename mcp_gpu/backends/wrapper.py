@@ -6,8 +6,8 @@ Run directory (ARCHITECTURE.md 'Contracts'):
 
     <run_dir>/run-<sha256[:12]>.sh   the user's command, CRLF→LF, mode 0400, never overwritten under a running job
     <run_dir>/wrapper.sh             this module's WRAPPER (mcp_gpu/probes/wrapper.sh)
-    <run_dir>/jobrc.sh               written by the wrapper; the job's shell reads it first (BASH_ENV): on TERM
-                                     it finishes the running command (a checkpoint save) before it exits
+    <run_dir>/jobrc.sh               written by the wrapper; the job's shell reads it first (BASH_ENV=/dev/fd/9):
+                                     on TERM it finishes the running command (a checkpoint save) before it exits
     <run_dir>/meta.json              job id, name, command sha, env NAMES, created time
     <run_dir>/out.log                the job's stdout+stderr (appended)
     <run_dir>/pid, pgid              the job's pid and its process group (the whole job tree): the job leads a
