@@ -65,7 +65,8 @@ class DetachedBackend:
         hb = kv.get("heartbeat_age", "-")
         if kv.get("run_dir") == "0":
             return Observation(alive=False, detail="the run directory is gone")
-        alive = code is None and (pid_alive or group_alive or session == "1")
+        # the wrapper outlives the job's group to write the exit: while it lives the end is not recorded yet
+        alive = code is None and (pid_alive or group_alive or kv.get("wrapper_alive") == "1" or session == "1")
         parts = [f"pid_alive={int(pid_alive)}", f"group_alive={int(group_alive)}", f"heartbeat_age={hb}"]
         if session != "-":
             parts.append(f"session={session}")

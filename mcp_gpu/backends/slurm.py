@@ -25,24 +25,33 @@ from mcp_gpu.errors import CommandFailed, ConfigError
 from mcp_gpu.models import JobState, check_name
 from mcp_gpu.transport import Transport
 
-# Static. Args: RUN_DIR RUN_SCRIPT WORKDIR. Runs the shared wrapper (wrapper.py: pid, pgid, heartbeat and
-# `exit_code` written atomically, exactly as under tmux/nohup) in its own process group, and forwards the
-# checkpoint signal that `--signal=B:SIG@N` delivers to this batch shell only. USR1/USR2 start ignored in the
-# job: one that installs a handler (signal.signal) gets them; one that does not is not killed by them.
-# scancel and the time limit send SIGTERM to every process of the job directly; the wrapper outlives it.
+# Static. Args: RUN_DIR RUN_SCRIPT WORKDIR. Runs the shared wrapper (wrapper.sh: pid, pgid, heartbeat and
+# `exit_code` written atomically, exactly as under tmux/nohup; the job leads a process group of its own).
+# `--signal=B:SIG@N` signals this batch shell ONLY (without B: Slurm signals the job steps, and a job run by the
+# batch script itself has none), so the shell forwards it to the job's process group. The option `signal` the
+# user chose travels as USR1 (USR2 as itself) and MCP_GPU_SLURM_SIGNAL names what the job gets: a TERM the shell
+# receives is scancel's or the time limit's, which Slurm sends to every process of the job directly, so the job
+# gets each TERM once (a second TERM in the middle of a checkpoint save could cut it). USR1/USR2 start ignored in
+# the job: one that installs a handler (signal.signal) gets them; one that does not is not killed by them.
 BATCH = r"""#!/bin/bash
 rd=$1 script=$2 wd=$3
+fwd=${MCP_GPU_SLURM_SIGNAL:-USR1}
+unset MCP_GPU_SLURM_SIGNAL
+case $fwd in USR1|USR2|TERM|INT|HUP) ;; *) fwd=USR1;; esac
 echo "mcp-gpu: slurm job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}) on $(hostname -s) at $(date -u +%FT%TZ)"
 ( trap '' USR1 USR2; exec setsid bash "$rd/wrapper.sh" "$rd" "$script" "$wd" - 15 ) </dev/null &
 w=$!
+# shellcheck disable=SC2317  # called from the traps below
 forward() {
   local pg; pg=$(cat "$rd/pgid" 2>/dev/null)
-  echo "mcp-gpu: SIG$1 from Slurm, forwarded to the job"
+  echo "mcp-gpu: SIG$1 from Slurm (--signal), forwarded to the job"
   case $pg in ''|*[!0-9]*) kill -s "$1" "$w" 2>/dev/null;; *) kill -s "$1" -- "-$pg" 2>/dev/null;; esac
 }
-trap 'forward USR1' USR1
+trap 'forward "$fwd"' USR1
 trap 'forward USR2' USR2
-trap 'echo "mcp-gpu: SIGTERM from Slurm"' TERM
+trap 'echo "mcp-gpu: SIGTERM from Slurm (the job gets it directly)"' TERM
+trap 'echo "mcp-gpu: SIGINT from Slurm"' INT
+trap 'echo "mcp-gpu: SIGHUP from Slurm"' HUP
 while :; do wait "$w"; rc=$?; kill -0 "$w" 2>/dev/null || break; done
 wait "$w" 2>/dev/null; r=$?; [ "$r" -ne 127 ] && rc=$r
 exit "$rc"
@@ -160,6 +169,12 @@ class SlurmOptions:
                    mem=_token(options, "mem"))
 
 
+def carrier_signal(signal: str) -> str:
+    """What Slurm sends the batch shell for the option `signal`: USR2 as itself, any other as USR1 (never TERM, which
+    the shell cannot tell from scancel's or the time limit's)."""
+    return "USR2" if signal == "USR2" else "USR1"
+
+
 def sbatch_argv(spec: LaunchSpec, layout: RunLayout, batch_path: str, script_path: str) -> list[str]:
     """The whole sbatch command line: options from checked values, then the batch wrapper and its two args."""
     o = SlurmOptions.parse(spec.options)
@@ -183,8 +198,8 @@ def sbatch_argv(spec: LaunchSpec, layout: RunLayout, batch_path: str, script_pat
         argv.append(f"--mem={o.mem}")
     if o.time:
         argv.append(f"--time={o.time}")
-    if o.signal_before_s:
-        argv.append(f"--signal=B:{o.signal}@{o.signal_before_s}")
+    if o.signal_before_s:  # to the batch shell, which forwards `o.signal` to the job's group (see BATCH)
+        argv.append(f"--signal=B:{carrier_signal(o.signal)}@{o.signal_before_s}")
     argv.append("--requeue" if o.requeue else "--no-requeue")
     return [*argv, batch_path, layout.run_dir, script_path, spec.workdir]
 
@@ -253,7 +268,8 @@ class SlurmBackend:
     async def launch(self, t: Transport, spec: LaunchSpec, layout: RunLayout, script_path: str) -> dict[str, Any]:
         batch = f"{layout.run_dir}/{self.batch_name}"
         argv = sbatch_argv(spec, layout, batch, script_path)
-        env = {"PYTHONUNBUFFERED": "1", **spec.env}
+        env = {"PYTHONUNBUFFERED": "1", **spec.env,
+               "MCP_GPU_SLURM_SIGNAL": SlurmOptions.parse(spec.options).signal}  # read and unset by BATCH
         args = [batch, BATCH, f"{layout.run_dir}/wrapper.sh", WRAPPER, *argv[1:]]
         res = await t.run_script(SUBMIT, args, stdin=nul_records(env, spec.secrets), timeout=60)
         if not res.ok:

@@ -1,4 +1,8 @@
-"""tmux: the wrapper is the session command on a dedicated socket (`tmux -L mcp-gpu`), session = job id."""
+"""tmux: the wrapper is the session command on a dedicated socket (`tmux -L mcp-gpu`), session = job id.
+
+The wrapper leads the pane's session; the job it starts leads a session of its own (no controlling terminal),
+so the pane closing can never hang the job up, and the wrapper lives until the job's whole group is gone.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ DEFAULT_SOCKET = "mcp-gpu"
 START = r"""set -u
 sock=$1 sess=$2 rd=$3 script=$4 wd=$5 hb=$6
 command -v tmux >/dev/null 2>&1 || { echo "tmux not found on PATH" >&2; exit 20; }
+command -v setsid >/dev/null 2>&1 || { echo "setsid not found on PATH" >&2; exit 20; }
 fifo=$rd/.env.fifo
 rm -f -- "$fifo"; mkfifo -m 600 -- "$fifo" || exit 21
 if ! tmux -L "$sock" new-session -d -s "$sess" -x 200 -y 50 -c "$rd" -- \
@@ -27,7 +32,7 @@ fi
 class TmuxBackend(DetachedBackend):
     name: ClassVar[str] = "tmux"
     start_script: ClassVar[str] = START
-    needs: ClassVar[tuple[str, ...]] = ("tmux", "timeout", "mkfifo")
+    needs: ClassVar[tuple[str, ...]] = ("tmux", "setsid", "timeout", "mkfifo")
 
     def start_args(self, spec: LaunchSpec, layout: RunLayout, script_path: str) -> tuple[list[str], dict[str, Any]]:
         sock = check_name(str(spec.options.get("tmux_socket") or DEFAULT_SOCKET), "tmux socket name")

@@ -319,6 +319,11 @@ def triage(lines: list[str], *, exit_code: int | None = None, exit_signal: str |
         for h in hits:
             if h.rule.id == "disk.enospc":
                 h.rule = SIGNALS["enospc_inodes"]
+    if oom_kill_delta <= 0 and any(h.role == "sigterm" for h in hits):
+        # SIGKILL after the job logged SIGTERM and no OOM kill: the follow-up of a stop's grace, not the OOM killer
+        for h in hits:
+            if h.rule.id == "signal.sigkill":
+                h.rule, h.role = SIGNALS["sigkill_after_term"], "sigterm"
     _resolve_sigterm(hits, worker_exits)
 
     groups = _group(hits)

@@ -353,6 +353,10 @@ SIGNALS: dict[str, Rule] = {
                             FIX_HOST_OOM, gotcha="U9"),
     "sigterm": _synthetic("signal.exit_sigterm", "preempted", "error", "terminated by SIGTERM (exit 143)", FIX_SIGTERM,
                           role="sigterm"),
+    # the job said it got SIGTERM and then died of SIGKILL: the stop's grace window ran out (spot reclaim, scancel)
+    "sigkill_after_term": _synthetic("signal.sigkill_after_term", "preempted", "error",
+                                     "killed by SIGKILL (exit 137) after it received SIGTERM: the grace window ran out",
+                                     FIX_SIGTERM, role="sigterm"),
     "sigint": _synthetic("signal.sigint", "cancelled", "warn", "interrupted by SIGINT (exit 130)", FIX_CANCELLED),
     "segv": _synthetic("signal.segv", "traceback", "error", "the process crashed natively (SIGSEGV/SIGABRT)", FIX_SEGV),
     "sigbus": _synthetic("signal.sigbus", "dataloader_error", "error", "SIGBUS: shared memory (/dev/shm) ran out", FIX_SHM,
