@@ -122,11 +122,11 @@ session_alive() { [ -n "${sock:-}" ] && tmux -L "$sock" has-session -t "=$sess" 
 
 # Args: RUN_DIR [TMUX_SOCKET TMUX_SESSION]. Prints key=value lines.
 OBSERVE = "set -u\nrd=$1 sock=${2:-} sess=${3:-}\n" + _GROUP + r"""
-ec=; [ -f "$rd/exit_code" ] && ec=$(head -c 200 -- "$rd/exit_code" | head -n 1)
 pid=$(cat -- "$rd/pid" 2>/dev/null) pg=$(cat -- "$rd/pgid" 2>/dev/null)
 pa=0; pid_alive "$pid" && pa=1
 ga=$pa; [ "$pa" = 1 ] || { group_alive "$pg" && ga=1; }
 sa=-; [ -n "$sock" ] && { sa=0; session_alive && sa=1; }
+ec=; [ -f "$rd/exit_code" ] && ec=$(head -c 200 -- "$rd/exit_code" | head -n 1)
 hb=-; [ -f "$rd/heartbeat" ] && hb=$(( $(date +%s) - $(stat -c %Y -- "$rd/heartbeat" 2>/dev/null || date +%s) ))
 cx=; [ -f "$rd/cancelled" ] && cx=$(head -c 100 -- "$rd/cancelled")
 rdok=0; [ -d "$rd" ] && rdok=1

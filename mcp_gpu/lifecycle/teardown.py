@@ -31,8 +31,19 @@ from mcp_gpu.app import App
 from mcp_gpu.backends import RunLayout
 from mcp_gpu.confirm import load_secret
 from mcp_gpu.errors import ConfigError, ConfirmationError, GateRefused, GpuError
-from mcp_gpu.lifecycle.teardown_gate import Gate, GateJob, host_jobs, probe_gate, require
+from mcp_gpu.lifecycle.teardown_gate import (
+    Gate,
+    GateJob,
+    Missing,
+    check_identity,
+    host_jobs,
+    identity_names,
+    loss_phrase,
+    probe_identity,
+    require,
+)
 from mcp_gpu.lifecycle.teardown_plan import (
+    LOSS_SUFFIX,
     Plan,
     credential_env,
     danger_clocks,
@@ -73,6 +84,11 @@ class TeardownRequest(BaseModel):
     jobs: list[GateJob]
     running_jobs_sacrificed: list[str] = Field(default_factory=list)
     snapshot: dict[str, Any] = Field(description="the gate snapshot the token is bound to")
+    losses_accepted: list[Missing] = Field(default_factory=list, description="what the human accepts to lose "
+                                                                             "(accept_loss); the phrase names each")
+    aliases: list[str] = Field(default_factory=list, description="every host name registered with this instance")
+    identity_check: str = Field(default="", description="proven / unproven / not_applicable: does the machine "
+                                                        "report this instance id itself?")
     token: str
     phrase: str = Field(description="what the HUMAN must type, exactly")
     expires_at: str
@@ -100,13 +116,11 @@ def _audit(app: App, event: str, plan: Plan | None, ids: list[int], **detail: An
     return aid
 
 
-def _names(plan: Plan) -> list[str]:
-    return [plan.host.name] + ([plan.host.target] if plan.host.target != plan.host.name else [])
-
-
 async def _gate(app: App, plan: Plan, ids: list[int], stage: str) -> Gate:
     try:
-        gate = await probe_gate(app, plan.host.name, _names(plan), allow_running=plan.allow_running)
+        gate = await probe_identity(app, plan.host, allow_running=plan.allow_running, accept_loss=plan.accept_loss,
+                                    identity=plan.label)
+        check_identity(gate, plan.platform, plan.instance_id, plan.method)
         return require(gate)
     except GpuError as err:
         _audit(app, "teardown_refused", plan, ids, stage=stage, code=err.code, why=err.message,
@@ -115,15 +129,19 @@ async def _gate(app: App, plan: Plan, ids: list[int], stage: str) -> Gate:
 
 
 async def request_teardown(app: App, host: str, action: str = "auto", reason: str = "", *,
-                           allow_running: bool = False, ttl_s: int | None = None) -> TeardownRequest:
-    """Check the gate with a fresh probe and describe the teardown; returns a token + phrase. Changes nothing."""
+                           allow_running: bool = False, accept_loss: bool = False,
+                           ttl_s: int | None = None) -> TeardownRequest:
+    """Check the gate with a fresh probe and describe the teardown; returns a token + phrase. Changes nothing.
+    `accept_loss`: the losses only a human may accept (unverified results, a job that keeps nothing, an unreachable
+    machine) no longer shut the gate, and the phrase names every one of them."""
     rec = resolve_host(app.store, host)
-    plan = make_plan(rec, action, allow_running=allow_running)
+    plan = make_plan(rec, action, allow_running=allow_running, accept_loss=accept_loss)
     ids: list[int] = []
     _audit(app, "teardown_requested", plan, ids, reason=reason, allow_running=allow_running)
     gate = await _gate(app, plan, ids, "request")
     snap = gate.snapshot()
-    ch = app.confirmer.issue(plan.action_key, plan.target_key, plan.phrase, snapshot=snap, ttl_s=ttl_s)
+    ch = app.confirmer.issue(plan.action_key, plan.target_key, plan.phrase + loss_phrase(gate), snapshot=snap,
+                             ttl_s=ttl_s)
     ids += [int(r["id"]) for r in app.store.query(
         "SELECT max(id) AS id FROM audit_log WHERE event='confirmation_requested' AND target=?", (plan.target_key,))]
     lost, kept = survival(plan)
@@ -136,8 +154,13 @@ async def request_teardown(app: App, host: str, action: str = "auto", reason: st
         reason=reason, lost=lost, survives=kept, keeps_billing=keeps_billing(plan), danger_clocks=danger_clocks(plan),
         facts_verified=month, facts_age_months=age, credentials_missing=missing_env, jobs=gate.jobs,
         running_jobs_sacrificed=gate.running if allow_running else [], snapshot=json.loads(snap), token=ch.token,
-        phrase=ch.phrase, expires_at=ch.expires_at, totp_required=totp_on, summary=[], audit_ids=ids)
+        phrase=ch.phrase, expires_at=ch.expires_at, totp_required=totp_on, summary=[], audit_ids=ids,
+        losses_accepted=gate.accepted, aliases=gate.aliases, identity_check=gate.identity_check)
     req.summary = _summary(plan, req)
+    if gate.identity_check == "unproven":
+        req.summary.insert(1, f"INSTANCE IDENTITY UNPROVEN: {gate.identity_detail}.")
+    if gate.accepted:
+        req.summary.insert(1, "The HUMAN accepts losing: " + "; ".join(m.problem for m in gate.accepted) + ".")
     return req
 
 
@@ -197,8 +220,11 @@ def _plan_from(app: App, claims: dict[str, Any], host: str | None, ids: list[int
         raise ConfirmationError(f"this token was issued for host {t_host!r}, not {host!r}",
                                 hint=f"request a token for {host} with request_teardown(host={host!r}); nothing was done")
     action = str(claims["a"]).removeprefix("teardown:")
+    accept_loss = action.endswith(LOSS_SUFFIX)
+    action = action.removesuffix(LOSS_SUFFIX)
     allow_running = action.endswith("+running")
-    return make_plan(resolve_host(app.store, t_host), action.removesuffix("+running"), allow_running=allow_running)
+    return make_plan(resolve_host(app.store, t_host), action.removesuffix("+running"), allow_running=allow_running,
+                     accept_loss=accept_loss)
 
 
 def _poll_setting(name: str, default: float) -> float:
@@ -278,8 +304,8 @@ async def _cancel_scheduler_jobs(app: App, plan: Plan, gate: Gate) -> TeardownRe
 
     kind = "slurm" if plan.action == "scancel" else "kubernetes"
     live = set(gate.running)
-    recs = [r for r in host_jobs(app, _names(plan)) if r.backend == kind and (kind == "kubernetes" or r.id in live
-                                                                             or not r.state.finished)]
+    recs = [r for r in host_jobs(app, identity_names(app, plan.host))
+            if r.backend == kind and (kind == "kubernetes" or r.id in live or not r.state.finished)]
     base: dict[str, Any] = {"host": plan.host.name, "action": plan.action, "target": plan.label}
     steps = [plan.profile.head.teardown.confirm_gone] if plan.profile.head.teardown.confirm_gone else []
     if not recs:
@@ -318,7 +344,7 @@ def expected_instance(app: App, token: str) -> tuple[str, str, str]:
     ids: list[int] = []
     claims = token_claims(app, token, ids)
     plan = _plan_from(app, claims, None, ids)
-    return plan.instance_id, plan.label, plan.phrase
+    return plan.instance_id, plan.label, str(claims.get("p") or plan.phrase)  # the phrase the token carries
 
 
 def refuse_typed(app: App, token: str, typed: str) -> GateRefused | ConfirmationError:

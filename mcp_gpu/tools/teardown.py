@@ -53,13 +53,17 @@ def register(server: MCPServer) -> None:
                                                  "terminate")] = "auto",
         allow_running: Annotated[bool, Field(description="accept that jobs still running die with the machine "
                                                          "(the phrase then says so)")] = False,
+        accept_loss: Annotated[bool, Field(description="ask the HUMAN to accept the losses the gate lists (unverified "
+                                                       "results, a job that keeps nothing, an unreachable machine): "
+                                                       "the phrase then names every one")] = False,
     ) -> td.TeardownRequest:
         """Re-check the Iron-Law gate with a fresh probe (no job still running; every job's outputs verified by
         verify_artifacts, all_ok and not stale). Refused → the exact list of what is missing and the call that
         fixes each. Passed → what would be lost, what survives, what keeps billing, the danger clocks, and a
         token + phrase. Show `summary` and the phrase to the HUMAN; then either teardown_with_human(token) or
         confirm_teardown(token, confirmation=<what THEY typed>). Never type the phrase yourself."""
-        return await td.request_teardown(app_of(ctx), host, action, reason, allow_running=allow_running)
+        return await td.request_teardown(app_of(ctx), host, action, reason, allow_running=allow_running,
+                                         accept_loss=accept_loss)
 
     @server.tool(name="confirm_teardown", title="Confirm a teardown with the human's phrase", annotations=DESTRUCTIVE)
     @gpu_tool
