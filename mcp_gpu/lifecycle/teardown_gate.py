@@ -222,7 +222,8 @@ def scan_sockets(app: App) -> list[str]:
 
 # Discovery, a step separate from the liveness probe (so it can ride on any observation probe).
 # Args: N_ROOTS ROOT... SOCKET...   Prints NUL-framed records:
-#   D <run dir>          a directory under a root holding meta.json or wrapper.sh (what PREPARE writes)
+#   D <run dir>          a directory under a root holding what PREPARE or the wrapper writes (meta.json, wrapper.sh,
+#                        out.log, exit_code, pid): a run dir stripped of its meta.json still counts
 #   S <socket> <session> a session on one of mcp-gpu's tmux sockets
 #   E <name> <value>     a self-identity variable, from this session or from PID 1 (RP12: lost over SSH)
 DISCOVER = r"""set -u
@@ -235,7 +236,8 @@ while [ "$i" -lt "$n" ]; do
   c=0
   for d in "$r"/*/; do
     d=${d%/}
-    { [ -e "$d/meta.json" ] || [ -e "$d/wrapper.sh" ]; } || continue
+    { [ -e "$d/meta.json" ] || [ -e "$d/wrapper.sh" ] || [ -e "$d/out.log" ] || [ -e "$d/exit_code" ] ||
+      [ -e "$d/pid" ]; } || continue
     printf 'D\0%s\0' "$d"; c=$((c + 1)); [ "$c" -ge 5000 ] && break
   done
 done
