@@ -20,7 +20,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-# Args: N PATH... -- ARGV...  (run inside the new namespaces, before the command; fixed text, paths as argv)
+# Args: N PATH... KEEP -- ARGV...  (run inside the new namespaces, before the command; fixed text, paths as argv).
+# KEEP is the working directory when it lies INSIDE a hidden directory (the demo works under the state dir): the
+# process still holds it open as its cwd after the cover is mounted, so `mount --bind .` puts back that subtree
+# alone, at its own path.
 _INNER = r"""set -eu
 n=$1; shift
 i=0
@@ -30,6 +33,8 @@ while [ "$i" -lt "$n" ]; do
   elif [ -e "$p" ]; then mount --bind /dev/null "$p"
   fi
 done
+keep=$1; shift
+if [ -n "$keep" ]; then mkdir -p -- "$keep"; mount --no-canonicalize --bind . "$keep"; cd -- "$keep"; fi
 [ "$1" = "--" ] && shift
 exec setpriv --no-new-privs --inh-caps=-all --ambient-caps=-all --bounding-set=-all -- "$@"
 """
@@ -41,11 +46,20 @@ class Sandbox:
     how: str
     hidden: tuple[str, ...] = ()
 
-    def wrap(self, argv: list[str]) -> list[str]:
+    def wrap(self, argv: list[str], cwd: Path | None = None) -> list[str]:
         if not self.active:
             return argv
+        keep = ""
+        if cwd is not None:
+            real = cwd.resolve()
+            if any(real.is_relative_to(h) and str(real) != h for h in self.hidden):
+                keep = str(real)
         return [*_PREFIX[self.how], "sh", "-c", _INNER, "mcp-gpu-sandbox", str(len(self.hidden)), *self.hidden,
-                "--", *argv]
+                keep, "--", *argv]
+
+    def covers(self, path: Path) -> bool:
+        """Is `path` itself one of the hidden paths (a command may not run THERE)?"""
+        return str(path.resolve()) in self.hidden
 
     @property
     def description(self) -> str:

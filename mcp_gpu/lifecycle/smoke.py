@@ -180,6 +180,9 @@ async def smoke_cpu(command: list[str] | str, cwd: str, timeout_s: float = 120, 
                           hint="a smoke is 1-2 batches: 60-300 s is typical")
     secrets = read_secrets(secret_env)
     box = sandbox_for(guarded_paths() if hide is None else hide)
+    if box.covers(workdir):
+        raise ConfigError(f"smoke cwd {cwd!r} is the server's state dir (or a key file): the smoke may not run there",
+                          hint="run it in the project directory")
     with tempfile.TemporaryDirectory(prefix="mcp-gpu-smoke-") as scratch:
         full_env, forced = smoke_env(env, scratch, secrets)
         inherited = sorted(set(allowed_env()) - set(forced))
@@ -189,7 +192,7 @@ async def smoke_cpu(command: list[str] | str, cwd: str, timeout_s: float = 120, 
         with out_path.open("wb") as out:
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *box.wrap(argv), cwd=str(workdir), env=full_env, stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                    *box.wrap(argv, workdir), cwd=str(workdir), env=full_env, stdin=asyncio.subprocess.DEVNULL, stdout=out,
                     stderr=asyncio.subprocess.STDOUT, start_new_session=True)
             except (FileNotFoundError, PermissionError) as exc:
                 f = finding("import_or_config_error", "error", f"cannot start {argv[0]!r}: {exc.strerror}",

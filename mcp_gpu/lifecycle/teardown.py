@@ -119,7 +119,7 @@ def _audit(app: App, event: str, plan: Plan | None, ids: list[int], **detail: An
 async def _gate(app: App, plan: Plan, ids: list[int], stage: str) -> Gate:
     try:
         gate = await probe_identity(app, plan.host, allow_running=plan.allow_running, accept_loss=plan.accept_loss,
-                                    identity=plan.label)
+                                    identity=plan.label, discover_jobs=plan.method != "none")
         check_identity(gate, plan.platform, plan.instance_id, plan.method)
         return require(gate)
     except GpuError as err:

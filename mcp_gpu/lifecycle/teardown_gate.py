@@ -392,8 +392,9 @@ async def _probe_jobs(app: App, t: Any, host: str, recs: list[JobRecord],
 
 
 async def probe_identity(app: App, rec: HostRecord, *, allow_running: bool, accept_loss: bool = False,
-                         identity: str = "") -> Gate:
+                         identity: str = "", discover_jobs: bool = True) -> Gate:
     """Probe every machine the identity's aliases reach, for every job mcp-gpu started there, and judge.
+    `discover_jobs=False` (a teardown that stops and deletes nothing, e.g. `local`) checks registered jobs only.
     Never raises GateRefused itself: see `require`."""
     aliases = aliases_of(app, rec)
     names = identity_names(app, rec)
@@ -417,7 +418,7 @@ async def probe_identity(app: App, rec: HostRecord, *, allow_running: bool, acce
     for target, ep in endpoints.items():
         try:
             t = await app.transport(ep.host)
-            found = await discover(app, t)
+            found = await discover(app, t) if discover_jobs else Discovery()
         except TransportError as err:
             ep.reachable, ep.error = False, err.message[:300]
             unreachable_jobs.update(r.id for r in by_ep[target])

@@ -157,3 +157,20 @@ async def test_every_tool_answer_redacts_secrets_the_server_knows(app: App, keys
     assert _leaks(everything(reg) + everything(listed), keys) == []
     assert "[redacted]" in everything(listed)
     assert bad.is_error and _leaks(everything(bad), keys) == []
+
+
+async def test_a_smoke_run_from_inside_the_state_dir_sees_only_its_own_directory(app: App) -> None:
+    """Invented while breaking the sandbox: pick the state dir (or a folder in it) as cwd to lift the cover."""
+    key = app.settings.home / "confirm.key"
+    key.write_text("k-" + secrets.token_hex(8))
+    inside = app.settings.home / "demo" / "work"
+    inside.mkdir(parents=True)
+    (inside / "train.py").write_text("print('mine')\n")
+    async with Client(build_server(app=app)) as c:
+        at_home = await c.call_tool("smoke_cpu", {"command": ["cat", "confirm.key"], "cwd": str(app.settings.home)})
+        r = await c.call_tool("smoke_cpu", {"command": ["sh", "-c", f"cat train.py; cat {key} ../../confirm.key"],
+                                            "cwd": str(inside)})
+    assert at_home.is_error and "state dir" in text(at_home) and key.read_text() not in everything(at_home)
+    assert not r.is_error and r.structured_content["tail"][0] == "mine"
+    if sandbox_for([app.settings.home]).active:
+        assert key.read_text() not in everything(r)
