@@ -171,6 +171,6 @@ async def test_a_smoke_run_from_inside_the_state_dir_sees_only_its_own_directory
         r = await c.call_tool("smoke_cpu", {"command": ["sh", "-c", f"cat train.py; cat {key} ../../confirm.key"],
                                             "cwd": str(inside)})
     assert at_home.is_error and "state dir" in text(at_home) and key.read_text() not in everything(at_home)
-    assert not r.is_error and r.structured_content["tail"][0] == "mine"
+    assert not r.is_error and r.structured_content["tail"][0] == "print('mine')"  # its own folder is there
     if sandbox_for([app.settings.home]).active:
         assert key.read_text() not in everything(r)
