@@ -193,3 +193,26 @@ async def test_a_box_that_says_nothing_shows_identity_unproven_to_the_human(box:
     assert not r.is_error, text(r)
     assert r.structured_content["identity_check"] == "unproven"
     assert any(line.startswith("INSTANCE IDENTITY UNPROVEN") for line in r.structured_content["summary"])
+
+
+async def test_a_loss_the_human_accepted_is_bound_to_the_token(box: Box, cloud: FakeCloud) -> None:
+    """The accepted losses travel in the signed action and the gate snapshot: the phrase that names them is the
+    only one that works, and a new loss appearing before the confirmation voids the token."""
+    from mcp_gpu.errors import ConfirmationError, GateRefused
+    from mcp_gpu.lifecycle.teardown import confirm_teardown, request_teardown
+
+    job = box.job()
+    r = await request_teardown(box.app, "box", reason="done", accept_loss=True)
+    assert r.phrase == f"destroy vastai {IID} and lose unverified results of job {job.id}"
+    with pytest.raises(ConfirmationError):
+        await confirm_teardown(box.app, r.token, f"destroy vastai {IID}")  # the bare phrase does not name the loss
+    late = box.root / "runs" / "job_late0001"
+    late.mkdir(parents=True)
+    (late / "out.log").write_text("started after the request\n")
+    with pytest.raises((ConfirmationError, GateRefused)):
+        await confirm_teardown(box.app, r.token, r.phrase)
+    assert destroys(cloud) == []
+    again = await request_teardown(box.app, "box", reason="done", accept_loss=True)
+    assert "unregistered job job_late0001" in again.phrase
+    res = await confirm_teardown(box.app, again.token, again.phrase)
+    assert res.status == "done" and destroys(cloud) == [f"DELETE /api/v0/instances/{IID}/"]
