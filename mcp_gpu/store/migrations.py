@@ -94,4 +94,11 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX manifests_job ON manifests(job_id, id);
         CREATE INDEX manifests_host ON manifests(host, id);
     """),
+    # A job's required outputs (what the teardown gate demands a verified manifest of) are fixed at launch.
+    ("i10b_required_outputs_immutable", """
+        CREATE TRIGGER jobs_outputs_fixed BEFORE UPDATE OF spec_json ON jobs
+            WHEN json_extract(old.spec_json, '$.outputs') IS NOT json_extract(new.spec_json, '$.outputs')
+              OR json_extract(old.spec_json, '$.outputs_declared') IS NOT json_extract(new.spec_json, '$.outputs_declared')
+            BEGIN SELECT RAISE(ABORT, 'a job''s required outputs are fixed at launch'); END;
+    """),
 ]

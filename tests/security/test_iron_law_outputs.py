@@ -103,3 +103,15 @@ async def test_a_job_that_wrote_nothing_is_said_plainly_and_only_the_phrase_acce
     assert not ok.is_error, text(ok)
     assert ok.structured_content["phrase"] == f"destroy vastai {IID} and accept that job {jid} keeps nothing"
     assert destroys(cloud) == []
+
+
+async def test_required_outputs_cannot_be_rewritten_in_the_registry(box: Box) -> None:
+    import sqlite3
+
+    from mcp_gpu.store import jobs
+
+    job = box.job()
+    with pytest.raises(sqlite3.IntegrityError, match="fixed at launch"):
+        jobs.update(box.app.store, job.id, spec={**job.spec, "outputs": [str(box.root / "decoy")]})
+    assert jobs.get(box.app.store, job.id).spec["outputs"] == job.spec["outputs"]
+    jobs.update(box.app.store, job.id, spec={**job.spec, "note": "other fields may change"})
