@@ -159,7 +159,9 @@ async def request_teardown(app: App, host: str, action: str = "auto", reason: st
     req.summary = _summary(plan, req)
     if gate.identity_check == "unproven":
         req.summary.insert(1, f"INSTANCE IDENTITY UNPROVEN: {gate.identity_detail}.")
-    if gate.accepted:
+    if gate.accepted:  # the gate did NOT verify everything: say so first, then what is lost
+        req.summary[0] = (f"Gate NOT passed on {req.host}: it opens only because the HUMAN accepts the losses "
+                          f"below ({len(gate.accepted)}), which the phrase names.")
         req.summary.insert(1, "The HUMAN accepts losing: " + "; ".join(m.problem for m in gate.accepted) + ".")
     return req
 
