@@ -134,6 +134,8 @@ class Gate(BaseModel):
     accept_loss: bool = False
     accepted: list[Missing] = Field(default_factory=list, description="losses the human is asked to accept")
     reported_env: dict[str, str] = Field(default_factory=dict, description="self-identity the machine reported")
+    alias_reports: dict[str, dict[str, str]] = Field(default_factory=dict,
+                                                     description="self-identity other aliases' machines reported")
     identity_check: str = Field(default="", description="proven / unproven / contradicted / not_applicable")
     identity_detail: str = ""
 
@@ -411,6 +413,7 @@ async def probe_identity(app: App, rec: HostRecord, *, allow_running: bool, acce
     known = {r.id for r in recs}
     unknown: list[UnknownRun] = []
     reported: dict[str, str] = {}
+    others: dict[str, dict[str, str]] = {}
     states: dict[str, tuple[ProbeState, int | None]] = {}
     unreachable_jobs: set[str] = set()
     files: list[Any] = []
@@ -425,6 +428,8 @@ async def probe_identity(app: App, rec: HostRecord, *, allow_running: bool, acce
             continue
         if target == rec.target:
             reported = found.env
+        elif found.env:
+            others[ep.host] = found.env
         for jid, where in [*found.run_dirs.items(), *((j, f"tmux -L {s} session {j}") for j, s in found.sessions.items())]:
             if jid in known:
                 continue
@@ -456,6 +461,7 @@ async def probe_identity(app: App, rec: HostRecord, *, allow_running: bool, acce
     gate.identity = identity
     gate.aliases = [h.name for h in aliases]
     gate.reported_env = reported
+    gate.alias_reports = others
     return settle(gate, accept_loss=accept_loss)
 
 
@@ -594,6 +600,10 @@ def check_identity(gate: Gate, platform: str, instance_id: str, method: str) -> 
         return gate
     verdict, detail = identity_verdict(platform, instance_id, gate.reported_env)
     gate.identity_check, gate.identity_detail = verdict, detail
+    for alias, env in gate.alias_reports.items():  # an alias of this identity that reaches ANOTHER machine
+        other, why = identity_verdict(platform, instance_id, env)
+        if other == "contradicted":
+            verdict, detail = other, f"alias {alias}: {why}"
     if verdict == "contradicted":
         raise GateRefused(f"teardown of {gate.host} refused: {detail}",
                           hint="check the instance id in the provider console; register the right one under a new "

@@ -216,3 +216,22 @@ async def test_a_loss_the_human_accepted_is_bound_to_the_token(box: Box, cloud: 
     assert "unregistered job job_late0001" in again.phrase
     res = await confirm_teardown(box.app, again.token, again.phrase)
     assert res.status == "done" and destroys(cloud) == [f"DELETE /api/v0/instances/{IID}/"]
+
+
+@pytest.mark.parametrize("pod", ["9999999"], indirect=True)
+async def test_an_alias_that_reaches_another_instance_refuses_the_teardown(pod: Sshd, sshd: Any, home: Path,
+                                                                           tmp_path: Path, cloud: FakeCloud,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two names for 'the same' instance, one of which reaches a box that says it is another one."""
+    monkeypatch.setenv("MCP_GPU_GATE_RUN_ROOTS", str(tmp_path / "runs"))
+    app = App.open(Settings(home=home, ssh_config=(str(sshd.ssh_config), str(pod.ssh_config)), connect_timeout=5,
+                            command_timeout=30, keepalive=2))
+    try:
+        async with Client(build_server(app=app)) as c:
+            await call(c, "register_host", name="box", target="testhost", platform="vastai", instance_id=IID)
+            await call(c, "register_host", name="twin", target="podbox", platform="vastai", instance_id=IID)
+            r = await _agent_tries_to_destroy(c, "box", accept_loss=True)
+    finally:
+        await app.aclose()
+    assert r.is_error and "alias twin" in text(r) and "CONTAINER_ID=9999999" in text(r)
+    assert destroys(cloud) == []
