@@ -174,3 +174,13 @@ async def test_a_smoke_run_from_inside_the_state_dir_sees_only_its_own_directory
     assert not r.is_error and r.structured_content["tail"][0] == "print('mine')"  # its own folder is there
     if sandbox_for([app.settings.home]).active:
         assert key.read_text() not in everything(r)
+
+
+def test_log_lines_redact_keys_from_the_servers_environment(keys: dict[str, str]) -> None:
+    """A provider key or token in the environment is known to the server from the start, named or not."""
+    from mcp_gpu import log
+
+    line = log.redact(None, "info", {"event": f"calling with {keys['VAST_API_KEY']}",
+                                     "stderr": [f"hf said {keys['HF_TOKEN']}", f"svc {keys['SOME_SERVICE_TOKEN']}"]})
+    assert _leaks(json.dumps(line), keys, allowed=("DEPLOY_HOOK_URL",)) == []
+    assert line["event"] == "calling with [redacted]"
