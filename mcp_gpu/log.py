@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import threading
@@ -18,6 +19,25 @@ _lock = threading.Lock()
 REDACTED = "[redacted]"
 
 
+# Environment variables whose VALUES are secrets the server knows (provider keys, HF/W&B tokens, passwords...).
+SECRET_ENV_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|_KEY$|CREDENTIAL|AUTH|COOKIE|PRIVATE", re.I)
+MIN_ENV_SECRET = 8  # shorter values ("1", "true") would redact ordinary words
+
+
+def env_secrets() -> list[str]:
+    """Values of the server's environment variables whose names say they are secret (read fresh each time:
+    a key exported after start is covered too)."""
+    return [v for k, v in os.environ.items() if len(v) >= MIN_ENV_SECRET and SECRET_ENV_NAME.search(k)]
+
+
+def known_secrets() -> list[str]:
+    """Every secret value the server knows: registered ones and those in its environment, longest first."""
+    with _lock:
+        known = set(_known)
+    known.update(env_secrets())
+    return sorted(known, key=len, reverse=True)
+
+
 def register_secret(value: str) -> None:
     """Remember a secret value so it is scrubbed wherever it would otherwise appear in a log line."""
     if value and len(value) >= 4:
@@ -26,13 +46,22 @@ def register_secret(value: str) -> None:
 
 
 def scrub(text: str) -> str:
-    """Remove known secret values and bearer-like tokens from free text."""
-    with _lock:
-        known = sorted(_known, key=len, reverse=True)
-    for v in known:
+    """Remove known secret values (registered, or in the server's environment) and bearer-like tokens."""
+    for v in known_secrets():
         if v in text:
             text = text.replace(v, REDACTED)
     return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def scrub_data(value: Any) -> Any:
+    """Every string inside a JSON-like value scrubbed (keys kept: they are field names, not secrets)."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {k: scrub_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_data(v) for v in value]
+    return value
 
 
 def _scrub_value(key: str, value: Any) -> Any:

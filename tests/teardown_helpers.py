@@ -92,7 +92,10 @@ def cloud(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCloud]:
 
 
 @pytest.fixture
-def box(ssh_app: App, tmp_path: Path) -> Iterator[Box]:
+def box(ssh_app: App, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Box]:
+    # the gate lists the default run root and tmux socket of the machine too: keep them the test's own
+    monkeypatch.setenv("MCP_GPU_GATE_RUN_ROOTS", str(tmp_path / "remote" / "default-runs"))
+    monkeypatch.setenv("MCP_GPU_GATE_TMUX_SOCKETS", f"gate-{secrets.token_hex(4)}")
     register_host_record(ssh_app.store, "box", "testhost", "vastai", IID)
     b = Box(ssh_app, tmp_path / "remote")
     try:

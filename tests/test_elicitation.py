@@ -44,9 +44,11 @@ class Human:
 
 
 @pytest.fixture
-def box(app: App) -> App:
-    register_host_record(app.store, "box", "user@10.9.9.9", "vastai", IID)  # no jobs: the gate needs no probe
-    return app
+def box(ssh_app: App, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> App:
+    # no jobs; the gate still probes the machine itself (the loopback sshd), so keep its run roots the test's own
+    monkeypatch.setenv("MCP_GPU_GATE_RUN_ROOTS", str(tmp_path / "runs"))
+    register_host_record(ssh_app.store, "box", "testhost", "vastai", IID)
+    return ssh_app
 
 
 async def _token(c: Client) -> dict[str, Any]:

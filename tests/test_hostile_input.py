@@ -50,9 +50,9 @@ async def test_bad_env_and_secret_names_are_refused(app: App, tmp_path: Path, ba
 
 async def test_a_missing_secret_or_a_line_break_in_a_path_is_refused(app: App, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("MCP_GPU_NOT_SET_ANYWHERE", raising=False)
+    monkeypatch.delenv("MCPGPU_NOT_SET_ANYWHERE", raising=False)
     with pytest.raises(ConfigError, match="not set"):
-        await launch_detached(app, "local", "true", str(tmp_path), "nosecret", secret_env=["MCP_GPU_NOT_SET_ANYWHERE"])
+        await launch_detached(app, "local", "true", str(tmp_path), "nosecret", secret_env=["MCPGPU_NOT_SET_ANYWHERE"])
     with pytest.raises(ConfigError, match="line break"):
         await launch_detached(app, "local", "true", f"{tmp_path}\ntouch x", "nl")
     with pytest.raises(ConfigError):

@@ -216,10 +216,15 @@ async def test_a_missing_api_key_is_a_clear_error_and_the_token_survives(box: Bo
     assert (await confirm_teardown(box.app, r.token)).status == "done"  # the human's approval still stands
 
 
-async def test_a_platform_without_an_api_answers_manual_with_console_steps(app: App, cloud: FakeCloud) -> None:
-    register_host_record(app.store, "adl", "root@connect.example:12345", "autodl", "autodl-42")
+async def test_a_platform_without_an_api_answers_manual_with_console_steps(ssh_app: App, cloud: FakeCloud,
+                                                                          tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    app = ssh_app
+    monkeypatch.setenv("MCP_GPU_GATE_RUN_ROOTS", str(tmp_path / "runs"))  # the gate probes the machine itself
+    register_host_record(app.store, "adl", "testhost", "autodl", "autodl-42")
     r = await request_teardown(app, "adl", reason="done")
     assert r.phrase == "stop autodl autodl-42" and r.platform_verb == "关机" and not r.irreversible
+    assert r.identity_check == "unproven" and any("INSTANCE IDENTITY UNPROVEN" in s for s in r.summary)
     res = await confirmed(app, r)
     assert res.status == "manual" and res.steps and any("autodl.com" in s for s in res.steps)
     assert "nothing was done" in res.message
@@ -332,8 +337,11 @@ def test_the_cli_refuses_a_phrase_on_piped_stdin(home: Path) -> None:
     assert "teardown_executed" not in _cli(home, "audit-log").stdout
 
 
-async def test_a_slurm_host_scancels_only_what_mcp_gpu_launched_and_here_that_is_nothing(app: App) -> None:
-    register_host_record(app.store, "cluster", "user@login.example", "slurm", None)
+async def test_a_slurm_host_scancels_only_what_mcp_gpu_launched_and_here_that_is_nothing(
+        ssh_app: App, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = ssh_app
+    monkeypatch.setenv("MCP_GPU_GATE_RUN_ROOTS", str(tmp_path / "runs"))  # the gate probes the login node itself
+    register_host_record(app.store, "cluster", "testhost", "slurm", None)
     r = await request_teardown(app, "cluster", reason="done")
     assert r.phrase == "scancel slurm cluster" and r.method == "cli"
     res = await confirmed(app, r)

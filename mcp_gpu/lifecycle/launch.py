@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -19,13 +20,14 @@ from pydantic import BaseModel, Field
 from mcp_gpu import log
 from mcp_gpu.app import App
 from mcp_gpu.backends import Backend, LaunchSpec, Observation, RunLayout
+from mcp_gpu.backends._env import allowed_env, check_job_env_name
 from mcp_gpu.backends.registry import choose_backend
 from mcp_gpu.backends.wrapper import ENV_NAME_RE, PREPARE, WRAPPER, command_sha, normalise_command, parse_kv
 from mcp_gpu.errors import CommandFailed, ConfigError, GateRefused, GpuError
 from mcp_gpu.lifecycle.jobs import refresh_job, state_from
 from mcp_gpu.models import Finding, JobRecord, JobState, check_name, finding, iso
 from mcp_gpu.store import jobs as jobstore
-from mcp_gpu.transport import Transport, monotonic
+from mcp_gpu.transport import Completed, Transport, monotonic
 
 _log = log.get("mcp_gpu.launch")
 _locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -62,17 +64,56 @@ def _check_text(value: str, what: str, *, allow_newline: bool = False) -> str:
 
 
 def check_env_name(name: str) -> str:
+    """A name a job may set: well formed, and not one the wrapper or its shell uses (attack 10)."""
     if not isinstance(name, str) or not ENV_NAME_RE.match(name):
         raise ConfigError(f"invalid environment variable name {name!r}",
                           hint="use letters, digits and _ only, not starting with a digit (e.g. HF_TOKEN)")
-    return name
+    return check_job_env_name(name)
+
+
+class CleanEnvTransport:
+    """This machine's transport, but every command starts from the allow-listed environment (`env -i NAME=value
+    ... argv`): a local job (and the tmux server its first launch starts) inherits no provider key, token or
+    MCP_GPU_* setting from the server, only what is allow-listed plus the env and secrets it names (attack 7)."""
+
+    def __init__(self, inner: Transport) -> None:
+        self._inner = inner
+        self.host = inner.host
+        self.kind = inner.kind
+
+    def _argv(self, argv: Sequence[str]) -> list[str]:
+        return ["env", "-i", *(f"{k}={v}" for k, v in sorted(allowed_env().items())), *argv]
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | str | None = None, timeout: float | None = None,
+                  check: bool = False) -> Completed:
+        return await self._inner.run(self._argv(argv), stdin=stdin, timeout=timeout, check=check)
+
+    async def run_script(self, script: str, args: Sequence[str] = (), *, stdin: bytes | str | None = None,
+                         timeout: float | None = None, check: bool = False) -> Completed:
+        return await self.run(["bash", "-c", script, "mcp-gpu", *args], stdin=stdin, timeout=timeout, check=check)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def teardown_keys() -> frozenset[str]:
+    """The provider API keys that stop meters (profiles whose teardown is an API call): what guards the Iron Law."""
+    from mcp_gpu.profiles import all_profiles
+
+    return frozenset(n for p in all_profiles() if p.head.teardown.method == "api" for n in p.head.credentials.env)
 
 
 def read_secrets(names: list[str] | None) -> dict[str, str]:
-    """Values of the named variables from this server's environment; registered for redaction."""
+    """Values of the named variables from this server's environment; registered for redaction. A provider key
+    that can stop a meter is never handed to a job: a job that had it could destroy machines past the gate."""
     out: dict[str, str] = {}
+    guarded = teardown_keys() if names else frozenset()
     for name in names or []:
         check_env_name(name)
+        if name in guarded:
+            raise ConfigError(f"{name} is the provider key mcp-gpu stops machines with: it is not handed to jobs",
+                              hint="a job never needs the key that can delete machines; if it really does, give "
+                                   "the job its own scoped key under another name")
         value = os.environ.get(name)
         if value is None:
             raise ConfigError(f"secret env var {name} is not set in the mcp-gpu server's environment",
@@ -192,7 +233,9 @@ async def launch_detached(app: App, host: str, command: str, workdir: str, name:
     _check_text(workdir, "workdir")
     if run_root is not None:
         _check_text(run_root, "run_root")
-    outs = [_check_text(o, "output dir") for o in (outputs or [])] or [workdir.rstrip("/") + "/checkpoints"]
+    # the required outputs, fixed here for good: what the teardown gate demands a verified manifest of
+    declared = [_check_text(o, "output dir") for o in (outputs or [])]
+    outs = declared or [workdir.rstrip("/") + "/checkpoints"]
     env = dict(env or {})
     for k, v in env.items():
         check_env_name(k)
@@ -222,14 +265,16 @@ async def launch_detached(app: App, host: str, command: str, workdir: str, name:
             id=jobstore.new_id(), host=host, name=name, backend=chosen.name, state=JobState.launching,
             attempt=(prev.attempt + 1) if prev else 1, previous_id=prev.id if prev else None, command=script_text,
             workdir=workdir, run_dir="", script_sha=sha, created_at=now, updated_at=now,
-            spec={"env_names": sorted(env), "secret_env": sorted(secrets), "outputs": outs, "run_root": run_root,
+            spec={"env_names": sorted(env), "secret_env": sorted(secrets), "outputs": outs,
+                  "outputs_declared": bool(declared), "run_root": run_root,
                   "probe_s": probe_s, "relaunch": relaunch, "options": opts},
         )
         rec = jobstore.insert(app.store, rec)
         jobstore.append_event(app.store, rec.id, "created", rec.state,
                               {"backend": chosen.name, "attempt": rec.attempt, "previous_id": rec.previous_id})
         try:
-            rec = await _start(app, t, chosen, rec, env, secrets, opts, run_root)
+            start_t: Transport = CleanEnvTransport(t) if t.kind == "local" else t  # type: ignore[assignment]
+            rec = await _start(app, start_t, chosen, rec, env, secrets, opts, run_root)
         except GpuError as err:
             jobstore.set_state(app.store, rec.id, JobState.failed, kind="launch_failed",
                                detail={"code": err.code, "message": log.scrub(err.message)})

@@ -5,6 +5,11 @@ output is unbuffered, and the command runs in a new process group that is killed
 the time limit, and swept after a normal exit so no stray DataLoader worker outlives the smoke. The output goes
 through the shared triage engine; the checks only a CPU smoke needs (code that hard-requires CUDA, shape errors,
 the exact package to install) live here.
+
+The command is the agent's, so it gets nothing that guards the server: an allow-listed environment (no provider
+key, token or MCP_GPU_* setting; secrets only when named in `secret_env`), a private mount namespace that hides
+the state dir and the provider key files (`sandbox.py`; the answer says when this machine allows none), and its
+output scrubbed of every secret value the server knows.
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from mcp_gpu.backends._env import check_env_name, exit_signal_of
+from mcp_gpu import log
+from mcp_gpu.backends._env import allowed_env, check_env_name, exit_signal_of
 from mcp_gpu.errors import ConfigError
+from mcp_gpu.lifecycle.sandbox import Sandbox, sandbox_for
 from mcp_gpu.models import Finding, Verdict, finding, verdict_of
 
 TAIL_LINES = 40
@@ -64,17 +71,36 @@ class SmokeReport(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     tail: list[str] = Field(default_factory=list, description="the last lines of stdout+stderr")
     env_forced: dict[str, str] = Field(default_factory=dict, description="what the smoke set: GPUs hidden, loggers off")
+    env_inherited: list[str] = Field(default_factory=list, description="NAMES of the allow-listed variables it got "
+                                                                       "from the server's environment")
+    sandbox: str = Field(default="", description="how the command was kept from the server's keys (or that it "
+                                                 "was not)")
 
 
-def smoke_env(user_env: dict[str, str] | None, scratch: str) -> tuple[dict[str, str], dict[str, str]]:
-    """(the full environment, the variables the smoke forces). Forced values win over the caller's."""
+def smoke_env(user_env: dict[str, str] | None, scratch: str,
+              secrets: dict[str, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """(the full environment, the variables the smoke forces): the allow-listed part of the server's environment,
+    the caller's env, the NAMED secrets, then the forced values (which win)."""
     forced = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1", **LOGGERS_OFF,
               "TRACKIO_DIR": f"{scratch}/trackio", "MLFLOW_TRACKING_URI": f"file:{scratch}/mlruns"}
-    env = dict(os.environ)
+    env = allowed_env()
     for name, value in (user_env or {}).items():
         env[check_env_name(name)] = value
+    env.update(secrets or {})
     env.update(forced)
     return env, forced
+
+
+def guarded_paths() -> list[Path]:
+    """What the smoke must not read: the state dir and the provider key files (profiles whose teardown is an API)."""
+    from mcp_gpu.config import Settings
+    from mcp_gpu.profiles import all_profiles
+
+    out = [Settings.from_env().home]
+    for p in all_profiles():
+        if p.head.teardown.method == "api":
+            out += [Path(f).expanduser() for f in p.head.credentials.files]
+    return out
 
 
 def argv_of(command: list[str] | str) -> list[str]:
@@ -141,8 +167,10 @@ def _last_lines(path: Path, limit: int) -> list[str]:
 
 
 async def smoke_cpu(command: list[str] | str, cwd: str, timeout_s: float = 120, env: dict[str, str] | None = None,
-                    ) -> SmokeReport:
-    """Run `command` (argv; a string is split like a shell would, without a shell) in `cwd` on CPU."""
+                    secret_env: list[str] | None = None, hide: list[Path] | None = None) -> SmokeReport:
+    """Run `command` (argv; a string is split like a shell would, without a shell) in `cwd` on CPU, sandboxed."""
+    from mcp_gpu.lifecycle.launch import read_secrets
+
     argv = argv_of(command)
     workdir = Path(cwd).expanduser()
     if not workdir.is_dir():
@@ -150,21 +178,28 @@ async def smoke_cpu(command: list[str] | str, cwd: str, timeout_s: float = 120, 
     if not 0 < timeout_s <= 3600:
         raise ConfigError(f"timeout_s={timeout_s} must be between 0 and 3600 seconds",
                           hint="a smoke is 1-2 batches: 60-300 s is typical")
+    secrets = read_secrets(secret_env)
+    box = sandbox_for(guarded_paths() if hide is None else hide)
+    if box.covers(workdir):
+        raise ConfigError(f"smoke cwd {cwd!r} is the server's state dir (or a key file): the smoke may not run there",
+                          hint="run it in the project directory")
     with tempfile.TemporaryDirectory(prefix="mcp-gpu-smoke-") as scratch:
-        full_env, forced = smoke_env(env, scratch)
+        full_env, forced = smoke_env(env, scratch, secrets)
+        inherited = sorted(set(allowed_env()) - set(forced))
         out_path = Path(scratch) / "out.log"
         t0 = time.monotonic()
         # Output goes to a file, not a pipe: a child that keeps the pipe open cannot then hold up the exit.
         with out_path.open("wb") as out:
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *argv, cwd=str(workdir), env=full_env, stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                    *box.wrap(argv, workdir), cwd=str(workdir), env=full_env, stdin=asyncio.subprocess.DEVNULL, stdout=out,
                     stderr=asyncio.subprocess.STDOUT, start_new_session=True)
             except (FileNotFoundError, PermissionError) as exc:
                 f = finding("import_or_config_error", "error", f"cannot start {argv[0]!r}: {exc.strerror}",
                             evidence=[str(exc)], remedy="check the command and the PATH of the environment it runs in")
                 return SmokeReport(verdict="fail", command=argv, cwd=str(workdir), exit_code=127, timed_out=False,
-                                   duration_s=0.0, primary="import_or_config_error", findings=[f], env_forced=forced)
+                                   duration_s=0.0, primary="import_or_config_error", findings=[f], env_forced=forced,
+                                   env_inherited=inherited, sandbox=box.description)
         timed_out = False
         try:
             await asyncio.wait_for(asyncio.shield(proc.wait()), timeout_s)
@@ -173,14 +208,24 @@ async def smoke_cpu(command: list[str] | str, cwd: str, timeout_s: float = 120, 
         finally:
             await _end_group(proc)  # at the limit: everything; after an exit: stray children
         duration = time.monotonic() - t0
-        lines = _last_lines(out_path, TRIAGE_LINES)
+        lines = [log.scrub(x) for x in _last_lines(out_path, TRIAGE_LINES)]
     rc = proc.returncode
     exit_code = None if timed_out else (128 - rc if rc is not None and rc < 0 else rc)
     exit_signal = signal.Signals(-rc).name.removeprefix("SIG") if rc is not None and rc < 0 else exit_signal_of(exit_code)
     primary, findings = triage_smoke(lines, exit_code, timed_out, timeout_s)
+    if not box.active:
+        findings.append(_unsandboxed(box))
     return SmokeReport(verdict=verdict_of(findings), command=argv, cwd=str(workdir), exit_code=exit_code,
                        exit_signal=exit_signal, timed_out=timed_out, duration_s=round(duration, 2), primary=primary,
-                       findings=findings, tail=lines[-TAIL_LINES:], env_forced=forced)
+                       findings=findings, tail=lines[-TAIL_LINES:], env_forced=forced, env_inherited=inherited,
+                       sandbox=box.description)
+
+
+def _unsandboxed(box: Sandbox) -> Finding:
+    return finding("sandbox_unavailable", "warn", "the smoke ran WITHOUT a sandbox: it could read the server's "
+                   "state dir and key files", evidence=[box.how],
+                   remedy="run the server on Linux with util-linux (unshare, setpriv) and user namespaces enabled "
+                          "(sysctl kernel.unprivileged_userns_clone=1), or as a dedicated user")
 
 
 def pip_name(module: str) -> str:

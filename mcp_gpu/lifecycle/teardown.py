@@ -32,8 +32,19 @@ from mcp_gpu.errors import ConfigError, ConfirmationError, GpuError
 from mcp_gpu.lifecycle import human_gate
 from mcp_gpu.lifecycle.human_gate import FormAnswer
 from mcp_gpu.lifecycle.instances import prove_teardown
-from mcp_gpu.lifecycle.teardown_gate import Gate, GateJob, host_jobs, probe_gate, require
+from mcp_gpu.lifecycle.teardown_gate import (
+    Gate,
+    GateJob,
+    Missing,
+    check_identity,
+    host_jobs,
+    identity_names,
+    loss_phrase,
+    probe_identity,
+    require,
+)
 from mcp_gpu.lifecycle.teardown_plan import (
+    LOSS_SUFFIX,
     Plan,
     credential_env,
     danger_clocks,
@@ -79,6 +90,11 @@ class TeardownRequest(BaseModel):
     phrase: str = Field(description="what the HUMAN types in `mcp-gpu approve` (never typed by the agent)")
     approve_command: str = Field(description="what the human runs in their own terminal without form elicitation")
     next_steps: list[str] = Field(description="exactly how this request can be completed, for this client")
+    losses_accepted: list[Missing] = Field(default_factory=list, description="what the human accepts to lose "
+                                                                             "(accept_loss); the phrase names each")
+    aliases: list[str] = Field(default_factory=list, description="every host name registered with this instance")
+    identity_check: str = Field(default="", description="proven / unproven / not_applicable: does the machine "
+                                                        "report this instance id itself?")
     expires_at: str
     totp_required: bool = False
     unattended: bool = Field(default=False, description="MCP_GPU_UNATTENDED is on: no human is asked")
@@ -109,13 +125,11 @@ def _audit(app: App, event: str, plan: Plan | None, ids: list[int], **detail: An
     return aid
 
 
-def _names(plan: Plan) -> list[str]:
-    return [plan.host.name] + ([plan.host.target] if plan.host.target != plan.host.name else [])
-
-
 async def _gate(app: App, plan: Plan, ids: list[int], stage: str) -> Gate:
     try:
-        gate = await probe_gate(app, plan.host.name, _names(plan), allow_running=plan.allow_running)
+        gate = await probe_identity(app, plan.host, allow_running=plan.allow_running, accept_loss=plan.accept_loss,
+                                    identity=plan.label, discover_jobs=plan.method != "none")
+        check_identity(gate, plan.platform, plan.instance_id, plan.method)
         return require(gate)
     except GpuError as err:
         _audit(app, "teardown_refused", plan, ids, stage=stage, code=err.code, why=err.message,
@@ -124,16 +138,19 @@ async def _gate(app: App, plan: Plan, ids: list[int], stage: str) -> Gate:
 
 
 async def request_teardown(app: App, host: str, action: str = "auto", reason: str = "", *,
-                           allow_running: bool = False, ttl_s: int | None = None,
+                           allow_running: bool = False, accept_loss: bool = False, ttl_s: int | None = None,
                            elicitation: bool | None = None) -> TeardownRequest:
     """Check the gate with a fresh probe and describe the teardown; stores a pending request. Changes nothing.
-    `elicitation`: whether the client declared form elicitation (None = unknown), to say which channel to use."""
+    `elicitation`: whether the client declared form elicitation (None = unknown), to say which channel to use.
+    `accept_loss`: the losses only a human may accept (unverified results, a job that keeps nothing, an unreachable
+    machine) no longer shut the gate, and the phrase the human approves names every one of them."""
     rec = resolve_host(app.store, host)
-    plan = make_plan(rec, action, allow_running=allow_running)
+    plan = make_plan(rec, action, allow_running=allow_running, accept_loss=accept_loss)
     ids: list[int] = []
     _audit(app, "teardown_requested", plan, ids, reason=reason, allow_running=allow_running)
     gate = await _gate(app, plan, ids, "request")
     snap = gate.snapshot()
+    phrase = plan.phrase + loss_phrase(gate)
     lost, kept = survival(plan)
     month, age = facts_used(plan)
     missing_env = [v for v in credential_env(plan) if not os.environ.get(v)]
@@ -144,17 +161,24 @@ async def request_teardown(app: App, host: str, action: str = "auto", reason: st
         reason=reason, lost=lost, survives=kept, keeps_billing=keeps_billing(plan), danger_clocks=danger_clocks(plan),
         facts_verified=month, facts_age_months=age, credentials_missing=missing_env, jobs=gate.jobs,
         running_jobs_sacrificed=gate.running if allow_running else [], snapshot=json.loads(snap), token="",
-        request_id="", phrase=plan.phrase, approve_command="", next_steps=[], expires_at="", totp_required=totp_on,
-        unattended=app.settings.unattended, summary=[], audit_ids=ids)
+        request_id="", phrase=phrase, approve_command="", next_steps=[], expires_at="", totp_required=totp_on,
+        unattended=app.settings.unattended, summary=[], audit_ids=ids, losses_accepted=gate.accepted,
+        aliases=gate.aliases, identity_check=gate.identity_check)
     plan_lines = _summary(plan, req)
-    ch = app.confirmer.issue(plan.action_key, plan.target_key, plan.phrase, kind="teardown", expect=plan.instance_id,
+    if gate.identity_check == "unproven":
+        plan_lines.insert(1, f"INSTANCE IDENTITY UNPROVEN: {gate.identity_detail}.")
+    if gate.accepted:  # the gate did NOT verify everything: say so first, then what is lost
+        plan_lines[0] = (f"Gate NOT passed on {req.host}: it opens only because the HUMAN accepts the losses "
+                         f"below ({len(gate.accepted)}), which the phrase names.")
+        plan_lines.insert(1, "The HUMAN accepts losing: " + "; ".join(m.problem for m in gate.accepted) + ".")
+    ch = app.confirmer.issue(plan.action_key, plan.target_key, phrase, kind="teardown", expect=plan.instance_id,
                              summary=plan_lines, snapshot=snap, ttl_s=ttl_s)
     ids += [int(r["id"]) for r in app.store.query(
         "SELECT max(id) AS id FROM audit_log WHERE event='confirmation_requested' AND target=?", (plan.target_key,))]
     req.token, req.request_id, req.expires_at = ch.token, ch.request_id, ch.expires_at
     req.approve_command = human_gate.approve_command(ch.request_id)
     req.next_steps = human_gate.next_steps(app, ch.request_id, tool_call=f"confirm_teardown(token=<token of "
-                                           f"{ch.request_id}>)", elicitation=elicitation, phrase=plan.phrase)
+                                           f"{ch.request_id}>)", elicitation=elicitation, phrase=phrase)
     extra = " plus a code from their authenticator app" if totp_on else ""
     req.summary = [*human_gate.banner(app), *plan_lines,
                    f"Nothing was done. Request {ch.request_id} (expires {ch.expires_at}) needs a HUMAN{extra}: "
@@ -217,8 +241,11 @@ def _plan_from(app: App, claims: dict[str, Any], host: str | None, ids: list[int
         raise ConfirmationError(f"this token was issued for host {t_host!r}, not {host!r}",
                                 hint=f"request a token for {host} with request_teardown(host={host!r}); nothing was done")
     action = str(claims["a"]).removeprefix("teardown:")
+    accept_loss = action.endswith(LOSS_SUFFIX)
+    action = action.removesuffix(LOSS_SUFFIX)
     allow_running = action.endswith("+running")
-    return make_plan(resolve_host(app.store, t_host), action.removesuffix("+running"), allow_running=allow_running)
+    return make_plan(resolve_host(app.store, t_host), action.removesuffix("+running"), allow_running=allow_running,
+                     accept_loss=accept_loss)
 
 
 def _poll_setting(name: str, default: float) -> float:
@@ -314,8 +341,8 @@ async def _cancel_scheduler_jobs(app: App, plan: Plan, gate: Gate) -> TeardownRe
 
     kind = "slurm" if plan.action == "scancel" else "kubernetes"
     live = set(gate.running)
-    recs = [r for r in host_jobs(app, _names(plan)) if r.backend == kind and (kind == "kubernetes" or r.id in live
-                                                                             or not r.state.finished)]
+    recs = [r for r in host_jobs(app, identity_names(app, plan.host))
+            if r.backend == kind and (kind == "kubernetes" or r.id in live or not r.state.finished)]
     base: dict[str, Any] = {"host": plan.host.name, "action": plan.action, "target": plan.label}
     steps = [plan.profile.head.teardown.confirm_gone] if plan.profile.head.teardown.confirm_gone else []
     if not recs:

@@ -12,6 +12,7 @@ from mcp_gpu.profiles import Profile, load_profile
 from mcp_gpu.store import Store, hosts
 
 RUNNING_SUFFIX = " with running jobs"
+LOSS_SUFFIX = "+loss"
 _NEEDS_INSTANCE = ("ssh-rental", "cloud-api", "notebook")
 
 
@@ -65,6 +66,7 @@ class Plan:
     instance_id: str
     action: str
     allow_running: bool
+    accept_loss: bool = False
 
     @property
     def method(self) -> str:
@@ -80,7 +82,8 @@ class Plan:
 
     @property
     def action_key(self) -> str:
-        return f"teardown:{self.action}" + ("+running" if self.allow_running else "")
+        return (f"teardown:{self.action}" + ("+running" if self.allow_running else "")
+                + (LOSS_SUFFIX if self.accept_loss else ""))
 
     @property
     def target_key(self) -> str:
@@ -91,7 +94,8 @@ class Plan:
         return self.action == "stop" and self.method != "none"
 
 
-def make_plan(rec: HostRecord, action: str = "auto", *, allow_running: bool = False) -> Plan:
+def make_plan(rec: HostRecord, action: str = "auto", *, allow_running: bool = False,
+              accept_loss: bool = False) -> Plan:
     platform = rec.platform or "local"
     profile = load_profile(platform)
     acts = actions_of(profile)
@@ -107,7 +111,7 @@ def make_plan(rec: HostRecord, action: str = "auto", *, allow_running: bool = Fa
                               "the machine to stop", hint=_register_hint(rec.name, rec.target))
         iid = "local" if profile.head.teardown.method == "none" else rec.name
     return Plan(host=rec, profile=profile, platform=platform, instance_id=iid, action=chosen,
-                allow_running=allow_running)
+                allow_running=allow_running, accept_loss=accept_loss)
 
 
 def _yes(v: bool | None) -> bool:
@@ -155,3 +159,41 @@ def facts_used(plan: Plan, now: datetime | None = None) -> tuple[str, int]:
 
 def credential_env(plan: Plan) -> list[str]:
     return list(plan.profile.head.credentials.env) if plan.method == "api" else []
+
+
+# What each platform sets INSIDE the instance that names the instance itself (platform-facts; RP12: over SSH the
+# pod's variables may be missing from the login session, so the probe also reads PID 1's environment).
+# name -> prefix to strip before comparing (vast.ai's label is `C.<id>`).
+SELF_ID_ENV: dict[str, dict[str, str]] = {
+    "runpod": {"RUNPOD_POD_ID": ""},
+    "vastai": {"CONTAINER_ID": "", "VAST_CONTAINERLABEL": "C."},
+}
+SELF_ID_NAMES: tuple[str, ...] = tuple(dict.fromkeys(n for d in SELF_ID_ENV.values() for n in d))
+
+IdentityVerdict = str  # "proven" | "unproven" | "contradicted" | "not_applicable"
+
+
+def identity_verdict(platform: str, instance_id: str, reported: dict[str, str]) -> tuple[IdentityVerdict, str]:
+    """Does what the box reports about itself prove the instance id the agent registered?
+
+    `reported` is NAME -> value as the machine's environment holds it (untrusted text, compared, never executed).
+    proven: a self-id variable equals the claim; contradicted: one names ANOTHER instance; unproven: the platform
+    sets none we know of, or the box did not say."""
+    names = SELF_ID_ENV.get(platform)
+    if not names:
+        return ("not_applicable" if platform in ("local", "slurm", "kubernetes") else "unproven",
+                f"{platform} sets no variable inside the instance that names it: instance identity unproven")
+    seen: list[str] = []
+    for name, prefix in names.items():
+        raw = (reported.get(name) or "").strip()
+        if not raw:
+            continue
+        value = raw[len(prefix):] if prefix and raw.startswith(prefix) else raw
+        if value == instance_id:
+            return "proven", f"the machine reports {name}={raw}"
+        seen.append(f"{name}={raw[:80]}")
+    if seen:
+        return "contradicted", (f"the machine reached reports {', '.join(seen)}, not {platform} {instance_id}: this "
+                                "host's instance id is wrong, or the target reaches another machine")
+    return "unproven", (f"the machine did not report {' or '.join(names)}: instance identity unproven "
+                        f"({platform} {instance_id} is what was registered, not what the box says)")

@@ -20,12 +20,12 @@ from pydantic import BaseModel, Field
 from mcp_gpu import log
 from mcp_gpu.app import App
 from mcp_gpu.artifacts.checks import CHECKPOINT_KINDS, CheckResult, check_file, kind_of
-from mcp_gpu.artifacts.listing import Listing, Newest, RemoteFile, is_checkpoint_like, list_remote
+from mcp_gpu.artifacts.listing import Listing, Newest, RemoteFile, check_roots, is_checkpoint_like, list_remote
 from mcp_gpu.artifacts.manifest import FileEntry, Manifest, read_manifest, record_manifest, write_manifest
 from mcp_gpu.artifacts.pull import PullOutcome, local_path, pull_files
 from mcp_gpu.artifacts.remote_check import RemoteCheck, remote_checks
 from mcp_gpu.errors import ConfigError
-from mcp_gpu.models import Finding, finding, iso
+from mcp_gpu.models import Finding, JobRecord, finding, iso
 from mcp_gpu.store import jobs
 
 _log = log.get("mcp_gpu.verify")
@@ -85,21 +85,33 @@ class _Progress:
             await self.cb(self.done, self.total, msg or f"pulled {self.done / 2**20:.1f} of {self.total / 2**20:.1f} MiB")
 
 
-def _target(app: App, job_id: str | None, host: str | None, paths: list[str] | None) -> tuple[str | None, str, list[str], bool]:
-    """(job id, host, remote paths, paths were defaulted to fallbacks)."""
+def required_outputs(rec: JobRecord) -> list[str]:
+    """The outputs a job must have verified before its machine may go, fixed at launch (`spec.outputs`: the
+    declared ones, or `<workdir>/checkpoints` by default), relative ones taken from the workdir."""
+    outs = [str(p) for p in (rec.spec.get("outputs") or [])]
+    if not outs and not rec.spec.get("outputs_declared"):
+        outs = ["checkpoints"]
+    wd = rec.workdir.rstrip("/")
+    return [p if p.startswith(("/", "~")) else f"{wd}/{p}" for p in outs]
+
+
+def _target(app: App, job_id: str | None, host: str | None,
+            paths: list[str] | None) -> tuple[str | None, str, list[str], list[str]]:
+    """(job id, host, remote paths, the paths whose absence is no error: outputs nobody declared). For a job,
+    `paths` can ADD to its required outputs, never replace them: a decoy cannot stand in for a corrupt checkpoint."""
     if job_id:
         rec = jobs.resolve(app.store, job_id, host)
-        outs = [str(p) for p in (rec.spec.get("outputs") or [])]
-        if paths:
-            return rec.id, rec.host, paths, False
-        if outs:
-            return rec.id, rec.host, [p if p.startswith("/") else f"{rec.workdir.rstrip('/')}/{p}" for p in outs], False
-        return rec.id, rec.host, [f"{rec.workdir.rstrip('/')}/checkpoints", rec.run_dir], True
+        required = required_outputs(rec)
+        declared = bool(rec.spec.get("outputs_declared", bool(rec.spec.get("outputs"))))
+        extra = [p for p in (paths or []) if p not in required]
+        optional = [] if declared else required + ([rec.run_dir] if rec.run_dir else [])
+        roots = required + extra + ([rec.run_dir] if not declared and not extra and rec.run_dir else [])
+        return rec.id, rec.host, list(dict.fromkeys(roots)), optional
     if not host:
         raise ConfigError("verify_artifacts needs a job_id, or a host and paths", hint="pass job_id='job_…'")
     if not paths:
         raise ConfigError(f"no paths to pull from {host}", hint="pass the remote output/checkpoint directories")
-    return None, host, paths, False
+    return None, host, paths, []
 
 
 def default_dest(app: App, job_id: str | None, host: str) -> Path:
@@ -179,7 +191,7 @@ async def verify_artifacts(app: App, job_id: str | None = None, host: str | None
                            max_pull_bytes: int | None = None) -> VerifyReport:
     """Pull (resumable, hashed), load-check, and record a manifest. See the module docstring."""
     t0 = anyio.current_time()
-    job, host, roots, fallback = _target(app, job_id, host, paths)
+    job, host, roots, optional = _target(app, job_id, host, paths)
     dest_p = Path(dest).expanduser() if dest else default_dest(app, job, host)
     transport = await app.transport(host)
     prior = read_manifest(dest_p)
@@ -252,9 +264,14 @@ async def verify_artifacts(app: App, job_id: str | None = None, host: str | None
         "invalid": sum(e.result == "invalid" for e in entries),
         "not_pulled": sum(e.result == "not_pulled" for e in entries),
     }
-    findings = _findings(entries, listing, "info" if fallback else "error")
+    try:
+        may_lack = set(check_roots(optional))
+    except ConfigError:
+        may_lack = set()
+    hard_missing = [m for m in listing.missing if m not in may_lack]
+    findings = _findings(entries, listing, "error" if hard_missing else "info")
     all_ok = bool(entries) and all(e.result == "ok" for e in entries) and not listing.refused \
-        and not listing.errors and (fallback or not listing.missing)
+        and not listing.errors and not hard_missing
     if not entries:
         findings.append(finding("artifact_missing", "error", "no files found under the requested paths",
                                 evidence=roots, remedy="check the paths; nothing was verified"))
@@ -279,4 +296,4 @@ async def verify_artifacts(app: App, job_id: str | None = None, host: str | None
                         summary=summary)
 
 
-__all__ = ["FileReport", "VerifyReport", "default_dest", "iso", "verify_artifacts"]
+__all__ = ["FileReport", "VerifyReport", "default_dest", "iso", "required_outputs", "verify_artifacts"]

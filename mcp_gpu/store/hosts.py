@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
-from mcp_gpu.errors import NotFoundError
+from mcp_gpu.errors import ConfigError, NotFoundError
 from mcp_gpu.models import HostRecord, iso
 from mcp_gpu.store import Store
 
 
+def job_count(store: Store, rec: HostRecord) -> int:
+    """Jobs registered under this host's name or target."""
+    rows = store.query("SELECT count(*) AS n FROM jobs WHERE host IN (?, ?)", (rec.name, rec.target))
+    return int(rows[0]["n"])
+
+
 def upsert(store: Store, rec: HostRecord) -> HostRecord:
+    """Register or update a host. The billing identity (platform + instance id) of a host that has jobs is fixed:
+    changing it would point the teardown gate's evidence at another machine's meter."""
+    old = find(store, rec.name)
+    if old is not None and (old.platform, old.instance_id) != (rec.platform, rec.instance_id):
+        n = job_count(store, old)
+        if n:
+            raise ConfigError(
+                f"host {rec.name!r} has {n} job(s) and is registered as {old.platform or 'no platform'} "
+                f"{old.instance_id or '(no instance id)'}: its platform and instance id cannot be changed to "
+                f"{rec.platform or 'none'} {rec.instance_id or '(none)'}",
+                hint=f"pass the same platform and instance id to change only the target; register another machine "
+                     f"under a new name (register_host(name='{rec.name}-2', ...))")
     now = iso()
     store.execute(
         "INSERT INTO hosts(name, target, platform, instance_id, created_at, updated_at) VALUES (?,?,?,?,?,?) "
@@ -16,6 +34,14 @@ def upsert(store: Store, rec: HostRecord) -> HostRecord:
         (rec.name, rec.target, rec.platform, rec.instance_id, now, now),
     )
     return get(store, rec.name)
+
+
+def same_identity(store: Store, platform: str, instance_id: str) -> list[HostRecord]:
+    """Every host registered with this billing identity (platform + provider instance id)."""
+    rows = store.query("SELECT name, target, platform, instance_id, created_at FROM hosts WHERE platform=? AND "
+                       "instance_id=? ORDER BY name", (platform, instance_id))
+    return [HostRecord(name=r["name"], target=r["target"], platform=r["platform"], instance_id=r["instance_id"],
+                       created_at=r["created_at"]) for r in rows]
 
 
 def find(store: Store, name: str) -> HostRecord | None:

@@ -147,4 +147,11 @@ MIGRATIONS: list[tuple[str, str]] = [
             SELECT strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), COALESCE(MAX(id), 0) + 1, 'genesis',
                    'hash chain starts; earlier rows are unchained' FROM audit_log;
     """),
+    # A job's required outputs (what the teardown gate demands a verified manifest of) are fixed at launch.
+    ("i10b_required_outputs_immutable", """
+        CREATE TRIGGER jobs_outputs_fixed BEFORE UPDATE OF spec_json ON jobs
+            WHEN json_extract(old.spec_json, '$.outputs') IS NOT json_extract(new.spec_json, '$.outputs')
+              OR json_extract(old.spec_json, '$.outputs_declared') IS NOT json_extract(new.spec_json, '$.outputs_declared')
+            BEGIN SELECT RAISE(ABORT, 'a job''s required outputs are fixed at launch'); END;
+    """),
 ]

@@ -10,6 +10,7 @@ from typing import Any, ParamSpec, TypeVar
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel
 
 from mcp_gpu import log
 from mcp_gpu.app import App
@@ -42,6 +43,19 @@ def error_text(err: GpuError) -> str:
     return text
 
 
+def redacted(result: R) -> R:
+    """The answer with every secret value the server knows removed (log.scrub): structured output and the text
+    the SDK renders from it. Untouched (same object) when nothing matched, the common case."""
+    if isinstance(result, str):
+        return log.scrub(result)  # type: ignore[return-value]
+    if isinstance(result, BaseModel):
+        text = result.model_dump_json(by_alias=True)
+        clean = log.scrub(text)
+        if clean != text:
+            return type(result).model_validate(log.scrub_data(result.model_dump(mode="json", by_alias=True)))
+    return result
+
+
 def gpu_tool(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     """Wrap a tool body: GpuError → isError with code and hint; anything else → isError with an event id
     (the traceback stays in the server log, never in front of the model)."""
@@ -49,10 +63,10 @@ def gpu_tool(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return await fn(*args, **kwargs)
+            return redacted(await fn(*args, **kwargs))
         except GpuError as err:
             _log.info("tool_error", tool=fn.__name__, code=err.code, message=err.message)
-            raise ToolError(error_text(err)) from err
+            raise ToolError(log.scrub(error_text(err))) from err
         except ToolError:
             raise
         except Exception as exc:

@@ -3,12 +3,17 @@
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from mcp_gpu.errors import ConfigError
 from mcp_gpu.models import HostRecord, check_name
 from mcp_gpu.store import hosts
-from mcp_gpu.tools._base import CREATES, LOCAL_READ_ONLY, app_of, gpu_tool
+from mcp_gpu.tools._base import LOCAL_READ_ONLY, app_of, gpu_tool
+
+# Destructive: registering an existing name overwrites its target, platform and instance id (what teardown acts
+# on). The identity of a host with jobs cannot change (store.hosts.upsert); its target can.
+OVERWRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
 class HostList(BaseModel):
@@ -16,7 +21,7 @@ class HostList(BaseModel):
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(name="register_host", title="Register a host", annotations=CREATES)
+    @server.tool(name="register_host", title="Register a host", annotations=OVERWRITES)
     @gpu_tool
     async def register_host(
         name: Annotated[str, Field(description="short name used in every other call, e.g. box1")],
@@ -25,7 +30,10 @@ def register(server: MCPServer) -> None:
         platform: Annotated[str | None, Field(description="platform profile: runpod, vastai, autodl, ...")] = None,
         instance_id: Annotated[str | None, Field(description="the provider's instance/pod id (for teardown)")] = None,
     ) -> HostRecord:
-        """Register (or update) a host with its platform and provider instance id."""
+        """Register (or update) a host with its platform and provider instance id. An instance id is a claim: the
+        teardown gate checks it against what the machine reports about itself where the platform allows, and shows
+        'instance identity unproven' to the human otherwise. The platform and instance id of a host that already
+        has jobs cannot be changed."""
         app = app_of(ctx)
         return register_host_record(app.store, name, target, platform, instance_id)
 

@@ -86,6 +86,9 @@ def register(server: MCPServer) -> None:
                                                  "terminate")] = "auto",
         allow_running: Annotated[bool, Field(description="accept that jobs still running die with the machine "
                                                          "(the phrase then says so)")] = False,
+        accept_loss: Annotated[bool, Field(description="ask the HUMAN to accept the losses the gate lists (unverified "
+                                                       "results, a job that keeps nothing, an unreachable machine): "
+                                                       "the phrase then names every one")] = False,
     ) -> td.TeardownRequest:
         """Re-check the Iron-Law gate with a fresh probe (no job still running; every job's outputs verified by
         verify_artifacts, all_ok and not stale). Refused → the exact list of what is missing and the call that
@@ -94,7 +97,7 @@ def register(server: MCPServer) -> None:
         `next_steps` (confirm_teardown asks them in a form, or they run `mcp-gpu approve <request_id>` in their own
         terminal). You cannot approve it yourself, and must never try."""
         return await td.request_teardown(app_of(ctx), host, action, reason, allow_running=allow_running,
-                                         elicitation=client_has_form(ctx))
+                                         elicitation=client_has_form(ctx), accept_loss=accept_loss)
 
     @server.tool(name="confirm_teardown", title="Complete a teardown a human approved", annotations=DESTRUCTIVE)
     @gpu_tool
