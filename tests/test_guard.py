@@ -136,10 +136,22 @@ async def test_the_idle_rule_fires_only_after_the_last_job_ended_and_the_gpus_id
                           outputs=[str(out)], run_root=str(runs))
     plan = plan_guard(ssh_app, "box", GuardRules(idle_minutes=2 / 60, grace_s=5, interval_s=0.5))
     await arm_guard(ssh_app, plan, approved_by="test", run_root=str(runs), guard_dir=guard_dir(tmp_path))
-    time.sleep(6)  # the job has ended, but the GPU is busy (someone else's process): not idle
-    assert not runpod.requests
+    gd = Path(guard_dir(tmp_path))
+    first_free: list[int] = []
+
+    def idle_long_enough() -> bool:
+        # the guard's own clock: it has seen no job for longer than the idle rule (2 s) plus two checks
+        state = (gd / "state").read_text() if (gd / "state").exists() else ""
+        fields = dict(x.split("=", 1) for x in state.split()[1:] if "=" in x)
+        if fields.get("jobs") != "none":
+            return False
+        first_free[:1] = first_free[:1] or [int(fields["checked"])]
+        return int(fields["checked"]) - first_free[0] >= 3
+
+    await wait_until(idle_long_enough, timeout=40, what="the job to end and the idle window to pass")
+    assert not runpod.requests  # the job has ended, but the GPU is busy (someone else's process): not idle
     st = await guard_status(ssh_app, "box")
-    assert st.alive and "jobs=none" in st.state
+    assert st.alive and "no job running" in st.line
     sshd.set_gpu("guard-idle")
     await wait_until(lambda: any(r.method == "POST" for r in runpod.requests), timeout=30, what="the idle stop")
     st = await guard_status(ssh_app, "box")
