@@ -49,9 +49,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         rc: int = args.func(args)
         return rc
     except GpuError as err:
-        print(f"error: {err.message}", file=sys.stderr)
+        from mcp_gpu.lifecycle.next_step import to_cli
+
+        print(f"error: {to_cli(err.message)}", file=sys.stderr)
         if err.hint:
-            print(f"hint: {err.hint}", file=sys.stderr)
+            from mcp_gpu.lifecycle.next_step import to_cli
+
+            print(f"hint: {to_cli(err.hint)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -64,4 +64,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"manifest: {report.manifest}")
         for f in report.findings:
             print(f"  [{f.severity}] {f.cls}: {f.title}")
+        print(f"next: {next_after(report, args)}")
     return 0 if report.all_ok else 1
+
+
+def next_after(report: Any, args: argparse.Namespace) -> str:
+    """The CLI's next step after a pull or verify, in CLI verbs."""
+    if report.all_ok:
+        if not args.load_checks:
+            return (f"the bytes are safe in {report.dest}; the teardown gate needs load checks too: "
+                    f"mcp-gpu verify {args.job or '--host ' + report.host}")
+        return (f"results verified in {report.dest}; when every job on {report.host} is verified: "
+                f"mcp-gpu teardown {report.host}")
+    if any(f.cls == "artifact_missing" for f in report.findings):
+        target = args.job or f"--host {report.host}"
+        return (f"a path to verify does not exist on {report.host}: name where the job really wrote its results: "
+                f"mcp-gpu {'verify' if args.load_checks else 'pull'} {target} --path P (repeat --path per directory)")
+    return "fix what the findings say, then run the same command again (finished files are not pulled again)"
+

@@ -66,7 +66,7 @@ def command_of(parts: list[str]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mcp_gpu.lifecycle.launch import launch_detached
+    from mcp_gpu.lifecycle.launch import launch_detached, next_for
 
     command = command_of(list(args.command))
     env = _pairs(args.env, "--env")
@@ -88,5 +88,5 @@ def run(args: argparse.Namespace) -> int:
             print("  | " + line)
         for f in res.findings:
             print(f"  ! {f.severity} {f.cls}: {f.title}")
-        print(f"next: {res.next}")
+        print(f"next: {next_for(res, bool(args.output), 'cli')}")
     return 1 if res.state.value in ("failed", "lost") else 0

@@ -51,14 +51,16 @@ def table(report: Any) -> list[str]:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    from mcp_gpu.lifecycle import next_step
     from mcp_gpu.lifecycle.patrol import patrol
     from mcp_gpu.store import jobs as jobs_repo
 
-    def go(app: Any) -> Any:
+    async def go(app: Any) -> Any:
         ids = [j.id for j in jobs_repo.list_jobs(app.store)] if args.all else None
-        return patrol(app, ids or None)
+        rep = await patrol(app, ids or None)
+        return rep, next_step.patrol_next(app.store, rep.jobs, "cli")
 
-    report = run_with_app(go)
+    report, cli_next = run_with_app(go)
     if args.json:
         emit_json(report)
         return 0
@@ -66,16 +68,21 @@ def run_status(args: argparse.Namespace) -> int:
         print(line)
     if not report.jobs:
         print("no jobs to patrol")
-    print(f"next: {report.next}")
+    print(f"next: {cli_next}")
     return 0
 
 
 def run_patrol(args: argparse.Namespace) -> int:
+    from mcp_gpu.lifecycle import next_step
     from mcp_gpu.lifecycle.patrol import patrol
+
+    async def go(app: Any) -> Any:
+        rep = await patrol(app, args.job_ids or None)
+        return rep, next_step.patrol_next(app.store, rep.jobs, "cli")
 
     every = parse_every(args.every) if args.every else None
     while True:
-        report = run_with_app(lambda app: patrol(app, args.job_ids or None))
+        report, cli_next = run_with_app(go)
         if args.json:
             emit_json(report)
         else:
@@ -84,7 +91,7 @@ def run_patrol(args: argparse.Namespace) -> int:
                 print("  " + line)
             for c in report.changed:
                 print("  changed: " + c)
-            print("  next: " + report.next)
+            print("  next: " + cli_next)
         sys.stdout.flush()
         if every is None:
             return 0
