@@ -169,7 +169,7 @@ async def test_bad_arguments_are_config_errors_and_a_missing_program_is_a_failed
 async def test_the_smoke_cpu_tool_returns_a_structured_report(app: App, tmp_path: Path) -> None:
     async with Client(build_server(app=app)) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-        assert tools["smoke_cpu"].annotations is not None and tools["smoke_cpu"].annotations.read_only_hint
+        assert tools["smoke_cpu"].annotations is not None and tools["smoke_cpu"].annotations.read_only_hint is False
         r = await c.call_tool("smoke_cpu", {"command": [PY, "-c", "print('one batch ok')"], "cwd": str(tmp_path),
                                             "timeout_s": 30})
         assert not r.is_error and r.structured_content is not None

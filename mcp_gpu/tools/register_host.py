@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 from mcp_gpu.errors import ConfigError
 from mcp_gpu.models import HostRecord, check_name
 from mcp_gpu.store import hosts
-from mcp_gpu.tools._base import CREATES, LOCAL_READ_ONLY, app_of, gpu_tool
+from mcp_gpu.tools._base import LOCAL_READ_ONLY, OVERWRITES, app_of, gpu_tool
 
 
 class HostList(BaseModel):
@@ -16,7 +16,7 @@ class HostList(BaseModel):
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(name="register_host", title="Register a host", annotations=CREATES)
+    @server.tool(name="register_host", title="Register a host", annotations=OVERWRITES)
     @gpu_tool
     async def register_host(
         name: Annotated[str, Field(description="short name used in every other call, e.g. box1")],

@@ -6,11 +6,11 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
 from mcp_gpu.lifecycle.smoke import SmokeReport, smoke_cpu
-from mcp_gpu.tools._base import LOCAL_READ_ONLY, gpu_tool
+from mcp_gpu.tools._base import ACTS, gpu_tool
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(name="smoke_cpu", title="CPU smoke test of the entry point (phase 2)", annotations=LOCAL_READ_ONLY)
+    @server.tool(name="smoke_cpu", title="CPU smoke test of the entry point (phase 2)", annotations=ACTS)
     @gpu_tool
     async def smoke_cpu_tool(
         command: Annotated[list[str] | str, Field(description="argv, e.g. ['python', 'train.py', '--max-steps', '2']; "
