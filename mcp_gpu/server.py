@@ -42,13 +42,18 @@ def build_server(settings: Settings | None = None, app: App | None = None) -> MC
     return server
 
 
-def serve(http: str | None = None, settings: Settings | None = None) -> None:
-    """Run over stdio (default) or streamable HTTP at HOST:PORT."""
+def serve(http: str | None = None, settings: Settings | None = None, url: str | None = None) -> None:
+    """Run over stdio (default) or streamable HTTP at HOST:PORT (validated by the CLI)."""
     settings = settings or Settings.from_env()
     log.configure(settings.log_level)
     server = build_server(settings)
     if http:
+        import uvicorn
+
         host, _, port = http.rpartition(":")
-        server.run("streamable-http", host=host or "127.0.0.1", port=int(port))
+        host = host or "127.0.0.1"
+        log.get("mcp_gpu.server").info("http_serving", url=url or f"http://{host}:{port}/mcp")
+        uvicorn.Server(uvicorn.Config(server.streamable_http_app(host=host), host=host, port=int(port),
+                                      **log.uvicorn_config(settings.log_level))).run()
     else:
         server.run()
