@@ -81,7 +81,7 @@ def test_http_log_is_one_format_and_names_the_url(tmp_path: Path) -> None:
     try:
         _wait_listening(port, proc)
         with pytest.raises(urllib.error.HTTPError):  # any answer will do: the request gets an access log line
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10)  # noqa: S310
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10)
     finally:
         proc.terminate()
         out, err = proc.communicate(timeout=30)
