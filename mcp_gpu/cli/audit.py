@@ -14,7 +14,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--platform", help="platform profile (runpod, autodl, vastai, ...)")
     p.add_argument("--checkpoint-gb", type=float, help="size of one checkpoint in GB")
     p.add_argument("--keep", type=int, default=3, help="checkpoints kept at once (default 3)")
-    p.add_argument("--scratch-gb", type=float, default=0.0)
+    p.add_argument("--scratch-gb", type=float, default=0.0, help="extra scratch space the run needs, GB (default 0)")
     p.add_argument("--run-dir", help="where checkpoints will be written")
     p.add_argument("--python", default="python3", help="interpreter the job will use")
     p.add_argument("--json", action="store_true", help="print the full report as JSON")

@@ -7,7 +7,7 @@ import shlex
 from typing import Any
 
 from mcp_gpu.app import App
-from mcp_gpu.cli import emit_json, run_with_app
+from mcp_gpu.cli import emit_json, run_with_app, waiting
 from mcp_gpu.errors import ConfigError
 
 
@@ -73,9 +73,10 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = dict(_pairs(args.option, "--option"))
 
     async def go(app: App) -> Any:
-        return await launch_detached(app, args.host, command, args.workdir, args.name, backend=args.backend, env=env,
-                                     secret_env=args.secret_env, probe_s=args.probe_s, run_root=args.run_root,
-                                     outputs=args.output or None, options=options)
+        return await waiting(f"launching {args.name} on {args.host}, watching its start (up to {args.probe_s:g}s)",
+                             launch_detached(app, args.host, command, args.workdir, args.name, backend=args.backend,
+                                             env=env, secret_env=args.secret_env, probe_s=args.probe_s,
+                                             run_root=args.run_root, outputs=args.output or None, options=options))
 
     res = run_with_app(go)
     if args.json:
