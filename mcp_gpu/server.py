@@ -35,8 +35,10 @@ def build_server(settings: Settings | None = None, app: App | None = None) -> MC
 
     server = MCPServer("mcp-gpu", instructions=INSTRUCTIONS, version=__version__, lifespan=lifespan)
     from mcp_gpu import prompts, resources, tools
+    from mcp_gpu.tool_list import make_lean
 
     tools.register_all(server)
+    make_lean(server)
     resources.register_all(server)
     prompts.register_all(server)
     return server
