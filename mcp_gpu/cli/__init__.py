@@ -47,14 +47,16 @@ def _order_verbs(sub: Any) -> None:
     sub._choices_actions.sort(key=lambda a: rank.get(a.dest, len(rank)))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser; with `only`, just that verb's module (the `serve` fast path: an MCP client waits on
+    every module imported before the server answers)."""
     parser = argparse.ArgumentParser(prog="mcp-gpu", description=__doc__.splitlines()[0] if __doc__ else None,
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"mcp-gpu {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level (stderr)")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
+        if info.name.startswith("_") or (only is not None and info.name != only):
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         module.add_parser(sub)
@@ -63,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser("serve" if args_in[:1] == ["serve"] else None)
+    args = parser.parse_args(args_in)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
