@@ -91,7 +91,11 @@ def stdio_notice() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mcp_gpu.config import check_secret_env
+    from mcp_gpu.providers import API_KEY_ENV
     from mcp_gpu.server import serve
+
+    check_secret_env(API_KEY_ENV.values())  # at start: a placeholder key is a config error, not a key to send
 
     if args.http:
         host, port = parse_http(args.http)
