@@ -5,7 +5,7 @@ from spawn to the tools/list answer. Runs alternate between the two servers (N e
 compared. Also measured: the size of the `tools/list` JSON (total, and the part that is output schemas), and
 the import time of the server module alone.
 
-    .venv/bin/python benchmarks/startup.py [--runs 15]
+    .venv/bin/python benchmarks/startup.py [--runs 15] [--before /path/to/previous/.venv/bin/python]
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,10 +42,23 @@ server.run()
 '''
 
 
+def _child_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _run(command: list[str], env: dict[str, str]) -> tuple[float, float, dict[str, object]]:
+    """(wall seconds to the tools/list answer, CPU seconds the server used in all, the listing)."""
+    c0 = _child_cpu()
+    dt, listing = anyio.run(_once, command, env)
+    return dt, _child_cpu() - c0, listing
+
+
 async def _once(command: list[str], env: dict[str, str]) -> tuple[float, dict[str, object]]:
     from mcp import Client, StdioServerParameters
 
-    params = StdioServerParameters(command=command[0], args=command[1:], env=env)
+    # cwd away from any checkout: `python -m mcp_gpu` must load the package its interpreter has installed
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(Path(env["MCP_GPU_HOME"]).parent))
     t0 = time.perf_counter()
     with open(os.devnull, "w") as errlog:
         from mcp.client.stdio import stdio_client
@@ -64,9 +78,10 @@ def _sizes(listing: dict[str, object]) -> dict[str, int]:
     return {"tools": len(tools), "total": total, "output_schemas": schemas, "descriptions": descs}
 
 
-def _import_s() -> float:
+def _import_s(env: dict[str, str]) -> float:
     code = "import time; t=time.perf_counter(); import mcp_gpu.server; print(time.perf_counter()-t)"
-    vals = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    vals = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
+                                 cwd=str(Path(env["MCP_GPU_HOME"]).parent)).stdout)
             for _ in range(5)]
     return statistics.median(vals)
 
@@ -75,40 +90,74 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--runs", type=int, default=15, help="spawns per server (default 15)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    ap.add_argument("--before", metavar="PYTHON",
+                    help="also run `PYTHON -m mcp_gpu serve` (the interpreter of another checkout's venv, e.g. the "
+                         "previous version's), same SDK")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         minimal = Path(tmp) / "minimal_server.py"
         minimal.write_text(MINIMAL)
-        env = {**os.environ, "MCP_GPU_HOME": str(Path(tmp) / "state"), "MCP_GPU_LOG_LEVEL": "warning"}
+        env = {**os.environ, "MCP_GPU_HOME": str(Path(tmp) / "state"), "MCP_GPU_LOG_LEVEL": "warning",
+               # as on a user's machine: compiled bytecode is cached after the first start (kept in tmp here, so
+               # no checkout is written to; PYTHONDONTWRITEBYTECODE would recompile every module on every start)
+               "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         ours_cmd = [sys.executable, "-m", "mcp_gpu", "serve"]
         base_cmd = [sys.executable, str(minimal)]
+        before_cmd = [args.before, "-m", "mcp_gpu", "serve"] if args.before else None
         ours: list[float] = []
         base: list[float] = []
+        old: list[float] = []
+        cpu: dict[str, list[float]] = {"ours": [], "base": [], "old": []}
         listing: dict[str, object] = {}
-        anyio.run(_once, ours_cmd, env)  # warm the file cache and create the state dir once
+        old_listing: dict[str, object] = {}
+        for cmd in (ours_cmd, base_cmd, before_cmd):  # warm the caches (files, bytecode) and the state dir
+            if cmd is not None:
+                _run(cmd, env)
         for _ in range(args.runs):
-            dt, listing = anyio.run(_once, ours_cmd, env)
+            dt, c, listing = _run(ours_cmd, env)
             ours.append(dt)
-            base.append(anyio.run(_once, base_cmd, env)[0])
+            cpu["ours"].append(c)
+            dt, c, _ = _run(base_cmd, env)
+            base.append(dt)
+            cpu["base"].append(c)
+            if before_cmd is not None:
+                dt, c, old_listing = _run(before_cmd, env)
+                old.append(dt)
+                cpu["old"].append(c)
+        imp = _import_s(env)
     mo, mb = statistics.median(ours), statistics.median(base)
+    co, cb = statistics.median(cpu["ours"]), statistics.median(cpu["base"])
     sizes = _sizes(listing)
-    imp = _import_s()
+    before_row = ""
+    if old:
+        ob, osz = statistics.median(old), _sizes(old_listing)
+        before_row = (f"| `mcp-gpu serve` before (`{args.before}`) | {ob:.3f} s | {min(old):.3f} s | {max(old):.3f} s | "
+                      f"{statistics.median(cpu['old']):.3f} s |\n")
+        sizes_before = (f"\nBefore: {osz['tools']} tools, {osz['total']:,} characters, output schemas "
+                        f"{osz['output_schemas']:,}, descriptions {osz['descriptions']:,} "
+                        f"(now {sizes['total'] / osz['total']:.2f}× the size).\n")
+    else:
+        sizes_before = ""
     body = f"""## Start to tools/list (`benchmarks/startup.py`)
 
 Spawn over stdio with the SDK's client, initialize, `tools/list`; {args.runs} runs each, alternating, median.
 Machine: {os.cpu_count()} CPUs, shared; Python {sys.version.split()[0]}.
 
-| server | median | min | max |
-|---|---|---|---|
-| minimal MCPServer, one tool (same SDK) | {mb:.3f} s | {min(base):.3f} s | {max(base):.3f} s |
-| `mcp-gpu serve` | {mo:.3f} s | {min(ours):.3f} s | {max(ours):.3f} s |
-| **ratio** | **{mo / mb:.2f}×** (mcp-gpu costs {mo - mb:+.3f} s over the SDK's own floor) | | |
+| server | wall, median | min | max | CPU of the server, median |
+|---|---|---|---|---|
+| minimal MCPServer, one tool (same SDK) | {mb:.3f} s | {min(base):.3f} s | {max(base):.3f} s | {cb:.3f} s |
+{before_row}| `mcp-gpu serve` | {mo:.3f} s | {min(ours):.3f} s | {max(ours):.3f} s | {co:.3f} s |
+| **ratio to the minimal server** | **{mo / mb:.2f}×** wall | | | **{co / cb:.2f}×** CPU ({co - cb:+.3f} s) |
+
+CPU is the server process's user+system time for the whole run (start, answer, exit): it does not depend on how
+busy the machine is, wall time does.
 
 `import mcp_gpu.server` alone: {imp:.3f} s (median of 5).
 
 `tools/list`: {sizes['tools']} tools, {sizes['total']:,} characters of JSON, of which output schemas
 {sizes['output_schemas']:,} and descriptions {sizes['descriptions']:,}.
-"""
+{sizes_before}"""
     print(body)
     if not args.no_write:
         print("written to", write_section("startup", body))
