@@ -115,6 +115,14 @@ def test_to_cli_rewrites_tool_calls_in_hints() -> None:
     assert "mcp-gpu verify job_1" in out and "mcp-gpu patrol job_1" in out and "mcp-gpu cancel job_1" in out
     assert "`mcp-gpu jobs`" in out and not TOOL_CALL.search(out)
     assert "job_id=" not in ns.to_cli("verify_artifacts needs a job_id, or a host and paths; pass job_id='job_…'")
+    reg = ('register it with register_host(name="box1", target="me@h", platform="vastai|runpod|...", '
+           'instance_id="<the provider\'s id>") or `mcp-gpu hosts add box1 me@h --platform P --instance-id ID`')
+    assert ns.to_cli(reg) == "register it with `mcp-gpu hosts add box1 me@h --platform P --instance-id ID`"
+    assert ns.to_cli("request a token with request_teardown(host='box1'); nothing was done") == \
+        "request a token with mcp-gpu teardown box1; nothing was done"
+    for hint in ("run verify_artifacts again: partial files resume", "call request_teardown again for a fresh token",
+                 "Verify the pull (verify_artifacts) before terminate", "launch_detached does this"):
+        assert not TOOL_CALL.search(ns.to_cli(hint)) and "mcp-gpu" in ns.to_cli(hint), ns.to_cli(hint)
 
 
 # -- end to end through real jobs on `local` -----------------------------------------------------------------------

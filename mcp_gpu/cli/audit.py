@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from mcp_gpu.cli import emit_json, run_with_app
+from mcp_gpu.lifecycle.next_step import to_cli
 
 
 def add_parser(sub: Any) -> None:
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         emit_json(report)
     else:
         for line in report.summary:
-            print(line)
+            print(to_cli(line))
         for line in report.briefing:
-            print(f"  ! {line}")
+            print(f"  ! {to_cli(line)}")
     return 1 if report.verdict == "fail" else 0
