@@ -178,3 +178,19 @@ def test_a_job_launched_without_outputs_is_told_how_to_verify(tmp_path: Path) ->
         finally:
             kill_runs(runs)
 
+
+
+def test_patrol_every_counts_down_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from mcp_gpu.cli.patrol import countdown
+
+    countdown(0.2)
+    assert capsys.readouterr().err == ""  # not a terminal
+    master, slave = pty.openpty()
+    with os.fdopen(slave, "w") as tty:
+        monkeypatch.setattr(sys, "stderr", tty)
+        countdown(1.2)
+        tty.flush()
+    out = os.read(master, 4096).decode()
+    os.close(master)
+    assert "next patrol in" in out and "Ctrl-C" in out

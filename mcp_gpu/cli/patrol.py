@@ -120,4 +120,18 @@ def run_patrol(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         if every is None:
             return 0
-        time.sleep(every)
+        countdown(every)
+
+
+def countdown(seconds: float) -> None:
+    """Sleep until the next patrol; on a terminal, say on stderr when it comes."""
+    end = time.monotonic() + seconds
+    tty = sys.stderr.isatty()
+    while (left := end - time.monotonic()) > 0:
+        if tty:
+            sys.stderr.write(f"\rnext patrol in {left:4.0f}s (Ctrl-C stops) ")
+            sys.stderr.flush()
+        time.sleep(min(1.0, left))
+    if tty:
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
