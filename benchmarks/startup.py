@@ -157,7 +157,18 @@ busy the machine is, wall time does.
 
 `tools/list`: {sizes['tools']} tools, {sizes['total']:,} characters of JSON, of which output schemas
 {sizes['output_schemas']:,} and descriptions {sizes['descriptions']:,}.
-{sizes_before}"""
+{sizes_before}
+What the start-up pays for: the SDK itself (the minimal server's row: importing `mcp` and its
+protocol types is most of it), then registering 15 tools (the SDK builds a pydantic argument model
+and an output schema per tool, and the tool modules import their lifecycle modules for those types).
+Deferred until first needed: asyncssh (the first SSH host), the provider modules (the first teardown),
+the profile and gotcha files (read on first use), the whole CLI parser (`serve` builds only its own verb).
+The list shrank by publishing shallow output schemas (top-level fields with types and descriptions;
+the structured content and its validation are unchanged), no per-field titles, dedented descriptions.
+On this shared 2-CPU VM wall times swing by 2-3x with other load; the CPU column is the steadier one.
+
+Reproduce: `.venv/bin/python benchmarks/startup.py --runs 15 --before <previous checkout>/.venv/bin/python`
+"""
     print(body)
     if not args.no_write:
         print("written to", write_section("startup", body))

@@ -17,19 +17,32 @@ from typing import Any
 _KEEP = ("type", "description", "enum", "const", "format", "default", "minimum", "maximum")
 
 
-def _shallow_type(s: dict[str, Any]) -> dict[str, Any]:
-    if "$ref" in s:
-        return {"type": "object"}
+def _resolve(s: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    ref = s.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        target = defs.get(ref.rsplit("/", 1)[-1])
+        if isinstance(target, dict):
+            return {**target, **{k: v for k, v in s.items() if k != "$ref"}}
+    return s
+
+
+def _shallow_type(s: dict[str, Any], defs: dict[str, Any], depth: int = 0) -> dict[str, Any]:
+    """One property's type: enums and scalars kept (resolved through $defs), nested models as `object`."""
+    s = _resolve(s, defs)
+    if "$ref" in s or (depth > 0 and "properties" in s):
+        return {"type": "object", **({"description": s["description"]} if s.get("description") else {})}
     out: dict[str, Any] = {k: v for k, v in s.items() if k in _KEEP}
     if "anyOf" in s:
-        branches = [_shallow_type(b) for b in s["anyOf"]]
+        branches = [_shallow_type(b, defs, depth) for b in s["anyOf"]]
         uniq = [b for i, b in enumerate(branches) if b not in branches[:i]]
         out["anyOf"] = uniq
     if s.get("type") == "array":
         items = s.get("items")
-        out["items"] = _shallow_type(items) if isinstance(items, dict) else {}
+        out["items"] = _shallow_type(items, defs, depth + 1) if isinstance(items, dict) else {}
     if s.get("type") == "object" and isinstance(s.get("additionalProperties"), dict):
-        out["additionalProperties"] = _shallow_type(s["additionalProperties"])
+        out["additionalProperties"] = _shallow_type(s["additionalProperties"], defs, depth + 1)
+    if s.get("type") == "object" and "properties" in s:  # a nested model reached at the top: fields not listed
+        out.pop("properties", None)
     return out
 
 
@@ -39,8 +52,9 @@ def shallow_schema(schema: dict[str, Any]) -> dict[str, Any]:
     if schema.get("description"):
         out["description"] = inspect.cleandoc(schema["description"])
     props = schema.get("properties")
+    defs = schema.get("$defs") or {}
     if isinstance(props, dict):
-        out["properties"] = {name: _shallow_type(p) for name, p in props.items()}
+        out["properties"] = {name: _shallow_type(p, defs, 1) for name, p in props.items()}
     if schema.get("required"):
         out["required"] = list(schema["required"])
     return out

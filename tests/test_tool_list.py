@@ -35,6 +35,8 @@ async def test_tools_list_is_lean_and_structured_content_still_arrives(app: App)
         assert not r.is_error and r.structured_content is not None
         assert r.structured_content["findings"] is not None and "memory" in r.structured_content
         jsonschema.validate(r.structured_content, audit)  # what is published still describes what is sent
+        state = tools["launch_detached"].output_schema["properties"]["state"]  # type: ignore[index]
+        assert "running" in state["enum"] and state["type"] == "string"  # an enum stays an enum
         hl = await c.call_tool("host_list", {})
         assert hl.structured_content is not None and "hosts" in hl.structured_content
         schema = tools["host_list"].output_schema
@@ -43,17 +45,22 @@ async def test_tools_list_is_lean_and_structured_content_still_arrives(app: App)
 
 
 def test_shallow_schema_keeps_the_top_level() -> None:
-    full = {"type": "object", "title": "R", "$defs": {"F": {"type": "object", "properties": {"x": {"type": "int"}}}},
+    full = {"type": "object", "title": "R", "$defs": {"F": {"type": "object", "properties": {"x": {"type": "int"}}},
+                                                      "S": {"type": "string", "enum": ["a", "b"], "title": "S"}},
             "properties": {"ok": {"type": "boolean", "title": "Ok", "description": "passed"},
                            "items": {"type": "array", "items": {"$ref": "#/$defs/F"}},
                            "one": {"anyOf": [{"$ref": "#/$defs/F"}, {"type": "null"}], "default": None},
-                           "title": {"type": "string", "title": "Title"}},
+                           "title": {"type": "string", "title": "Title"},
+                           "state": {"$ref": "#/$defs/S", "description": "where it is"},
+                           "states": {"type": "array", "items": {"$ref": "#/$defs/S"}}},
             "required": ["ok"]}
     assert shallow_schema(full) == {
         "type": "object", "required": ["ok"],
         "properties": {"ok": {"type": "boolean", "description": "passed"},
                        "items": {"type": "array", "items": {"type": "object"}},
                        "one": {"anyOf": [{"type": "object"}, {"type": "null"}], "default": None},
-                       "title": {"type": "string"}}}
+                       "title": {"type": "string"},
+                       "state": {"type": "string", "enum": ["a", "b"], "description": "where it is"},
+                       "states": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}}}
     assert drop_titles({"title": "X", "properties": {"title": {"title": "T", "type": "string"}}}) == \
         {"properties": {"title": {"type": "string"}}}

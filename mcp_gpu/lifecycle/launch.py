@@ -215,7 +215,8 @@ async def launch_detached(app: App, host: str, command: str, workdir: str, name:
             attempt=(prev.attempt + 1) if prev else 1, previous_id=prev.id if prev else None, command=script_text,
             workdir=workdir, run_dir="", script_sha=sha, created_at=now, updated_at=now,
             spec={"env_names": sorted(env), "secret_env": sorted(secrets), "outputs": outs, "run_root": run_root,
-                  "probe_s": probe_s, "relaunch": relaunch, "options": opts},
+                  "probe_s": probe_s, "relaunch": relaunch, "options": opts,
+                  "outputs_declared": bool(outputs)},  # `outs` falls back to workdir/checkpoints: a guess
         )
         rec = jobstore.insert(app.store, rec)
         jobstore.append_event(app.store, rec.id, "created", rec.state,
