@@ -5,7 +5,8 @@ from spawn to the tools/list answer. Runs alternate between the two servers (N e
 compared. Also measured: the size of the `tools/list` JSON (total, and the part that is output schemas), and
 the import time of the server module alone.
 
-    .venv/bin/python benchmarks/startup.py [--runs 15] [--before /path/to/previous/.venv/bin/python]
+    .venv/bin/python benchmarks/startup.py [--runs 15] [--before SRC]
+    (SRC: e.g. `mkdir /tmp/before && git archive <commit> | tar -x -C /tmp/before`)
 """
 
 from __future__ import annotations
@@ -47,18 +48,19 @@ def _child_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _run(command: list[str], env: dict[str, str]) -> tuple[float, float, dict[str, object]]:
+def _run(command: list[str], env: dict[str, str], cwd: str | None = None) -> tuple[float, float, dict[str, object]]:
     """(wall seconds to the tools/list answer, CPU seconds the server used in all, the listing)."""
     c0 = _child_cpu()
-    dt, listing = anyio.run(_once, command, env)
+    dt, listing = anyio.run(_once, command, env, cwd)
     return dt, _child_cpu() - c0, listing
 
 
-async def _once(command: list[str], env: dict[str, str]) -> tuple[float, dict[str, object]]:
+async def _once(command: list[str], env: dict[str, str], cwd: str | None) -> tuple[float, dict[str, object]]:
     from mcp import Client, StdioServerParameters
 
-    # cwd away from any checkout: `python -m mcp_gpu` must load the package its interpreter has installed
-    params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(Path(env["MCP_GPU_HOME"]).parent))
+    # `python -m mcp_gpu` loads the package in its cwd first: away from any checkout unless one is asked for
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env,
+                                   cwd=cwd or str(Path(env["MCP_GPU_HOME"]).parent))
     t0 = time.perf_counter()
     with open(os.devnull, "w") as errlog:
         from mcp.client.stdio import stdio_client
@@ -90,9 +92,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--runs", type=int, default=15, help="spawns per server (default 15)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
-    ap.add_argument("--before", metavar="PYTHON",
-                    help="also run `PYTHON -m mcp_gpu serve` (the interpreter of another checkout's venv, e.g. the "
-                         "previous version's), same SDK")
+    ap.add_argument("--before", metavar="SRC",
+                    help="also run the mcp_gpu package in the directory SRC (e.g. `git archive` of the previous "
+                         "version, unpacked), with this interpreter and SDK")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         minimal = Path(tmp) / "minimal_server.py"
@@ -104,16 +106,18 @@ def main() -> None:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         ours_cmd = [sys.executable, "-m", "mcp_gpu", "serve"]
         base_cmd = [sys.executable, str(minimal)]
-        before_cmd = [args.before, "-m", "mcp_gpu", "serve"] if args.before else None
+        before_cmd = [sys.executable, "-m", "mcp_gpu", "serve"] if args.before else None
+        before_cwd = str(Path(args.before).resolve()) if args.before else None
         ours: list[float] = []
         base: list[float] = []
         old: list[float] = []
         cpu: dict[str, list[float]] = {"ours": [], "base": [], "old": []}
         listing: dict[str, object] = {}
         old_listing: dict[str, object] = {}
-        for cmd in (ours_cmd, base_cmd, before_cmd):  # warm the caches (files, bytecode) and the state dir
-            if cmd is not None:
-                _run(cmd, env)
+        _run(ours_cmd, env)  # warm the caches (files, bytecode) and the state dir
+        _run(base_cmd, env)
+        if before_cmd is not None:
+            _run(before_cmd, env, before_cwd)
         for _ in range(args.runs):
             dt, c, listing = _run(ours_cmd, env)
             ours.append(dt)
@@ -122,7 +126,7 @@ def main() -> None:
             base.append(dt)
             cpu["base"].append(c)
             if before_cmd is not None:
-                dt, c, old_listing = _run(before_cmd, env)
+                dt, c, old_listing = _run(before_cmd, env, before_cwd)
                 old.append(dt)
                 cpu["old"].append(c)
         imp = _import_s(env)
@@ -167,7 +171,8 @@ The list shrank by publishing shallow output schemas (top-level fields with type
 the structured content and its validation are unchanged), no per-field titles, dedented descriptions.
 On this shared 2-CPU VM wall times swing by 2-3x with other load; the CPU column is the steadier one.
 
-Reproduce: `.venv/bin/python benchmarks/startup.py --runs 15 --before <previous checkout>/.venv/bin/python`
+Reproduce: `.venv/bin/python benchmarks/startup.py --runs 15 --before SRC` (SRC: the previous version, e.g.
+`git archive b0f730a | tar -x -C SRC`).
 """
     print(body)
     if not args.no_write:
