@@ -16,7 +16,6 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -80,14 +79,6 @@ def _sizes(listing: dict[str, object]) -> dict[str, int]:
     return {"tools": len(tools), "total": total, "output_schemas": schemas, "descriptions": descs}
 
 
-def _import_s(env: dict[str, str]) -> float:
-    code = "import time; t=time.perf_counter(); import mcp_gpu.server; print(time.perf_counter()-t)"
-    vals = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
-                                 cwd=str(Path(env["MCP_GPU_HOME"]).parent)).stdout)
-            for _ in range(5)]
-    return statistics.median(vals)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--runs", type=int, default=15, help="spawns per server (default 15)")
@@ -129,7 +120,6 @@ def main() -> None:
                 dt, c, old_listing = _run(before_cmd, env, before_cwd)
                 old.append(dt)
                 cpu["old"].append(c)
-        imp = _import_s(env)
     mo, mb = statistics.median(ours), statistics.median(base)
     co, cb = statistics.median(cpu["ours"]), statistics.median(cpu["base"])
     sizes = _sizes(listing)
@@ -156,8 +146,6 @@ Machine: {os.cpu_count()} CPUs, shared; Python {sys.version.split()[0]}.
 
 CPU is the server process's user+system time for the whole run (start, answer, exit): it does not depend on how
 busy the machine is, wall time does.
-
-`import mcp_gpu.server` alone: {imp:.3f} s (median of 5).
 
 `tools/list`: {sizes['tools']} tools, {sizes['total']:,} characters of JSON, of which output schemas
 {sizes['output_schemas']:,} and descriptions {sizes['descriptions']:,}.
