@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# What a copied example or a half-edited config puts where a key belongs. Only whole-value shapes and words no
+# random key contains: a real key is never called a placeholder (a run of 6+ x's is ~1e-7 likely at random).
+_PLACEHOLDER_WORDS = re.compile(
+    r"your[-_ ]?(api[-_ ]?)?(key|token|secret)|(key|token)[-_ ]?here|change[-_ ]?me|replace[-_ ]?me|placeholder|"
+    r"set[-_ ]in[-_ ]your[-_ ]environment|not[-_ ]here|insert[-_ ]|paste[-_ ]|xxxxxx|\.\.\.|\*\*\*", re.I)
+_PLACEHOLDER_WHOLE = re.compile(r"(x+|\*+|-+|_+|0+|todo|tbd|none|null|key|token|secret|example|test|dummy|fake)", re.I)
 
 
 def _default_home() -> Path:
@@ -27,6 +36,38 @@ def _floats(name: str, default: float) -> float:
         from mcp_gpu.errors import ConfigError
 
         raise ConfigError(f"{name}={raw!r} is not a number", hint=f"unset {name} or set it to seconds, e.g. 30") from None
+
+
+def placeholder_reason(value: str) -> str | None:
+    """Why `value` looks like a placeholder rather than a real secret, or None. Never echoes the value."""
+    v = value.strip()
+    if not v:
+        return "it is empty"
+    if "<" in v or ">" in v or "{" in v or "}" in v:
+        return "it contains <...> or {...} (a template left unfilled)"
+    if any(c.isspace() for c in v):
+        return "it contains spaces (keys never do)"
+    if _PLACEHOLDER_WHOLE.fullmatch(v):
+        return "it is a stand-in word, not a key"
+    m = _PLACEHOLDER_WORDS.search(v)
+    if m:
+        return f"it contains {m.group(0)!r}, the wording of an example"
+    return None
+
+
+def check_secret_env(names: Iterable[str], env: Mapping[str, str] | None = None) -> None:
+    """Refuse placeholder-looking values in the named env vars that are set (unset ones are not checked: a
+    provider that is used without its key says so itself). Raises ConfigError naming the variable."""
+    env = os.environ if env is None else env
+    for name in names:
+        if name in env:
+            why = placeholder_reason(env[name])
+            if why:
+                from mcp_gpu.errors import ConfigError
+
+                raise ConfigError(f"{name} looks like a placeholder, not a real key: {why}",
+                                  hint=f"set {name} to the real key in the environment that starts mcp-gpu (an MCP "
+                                       f"client's server 'env' block), or remove it if you do not use that platform")
 
 
 @dataclass(frozen=True)

@@ -125,5 +125,11 @@ def configure(level: str = "info") -> None:
     _configured = True
 
 
+def uvicorn_config(level: str = "info") -> dict[str, Any]:
+    """uvicorn.Config arguments that keep its loggers on our JSON handler: without `log_config=None` uvicorn
+    installs its own plain-text handlers (and `propagate=False`), so stderr would mix two formats."""
+    return {"log_config": None, "log_level": level.lower()}
+
+
 def get(name: str) -> Any:
     return structlog.get_logger(name)

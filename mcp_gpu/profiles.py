@@ -284,7 +284,9 @@ def platform_briefing(profile: Profile) -> list[str]:
     lines = [f"{h.title}: the meter stops with '{h.meter_stop.verb}' "
              f"({'irreversible: it deletes the machine' if h.meter_stop.irreversible else 'reversible'})"
              + (f"; {h.meter_stop.note}" if h.meter_stop.note else "") + "."]
-    survival = "; ".join(f"{t.path} stop={_yes_no(t.survives_stop)} destroy={_yes_no(t.survives_destroy)}"
+    # the tier's name goes first: two tiers can share a path (RunPod's volume disk and network volume are both
+    # /workspace) and survive differently, so a path alone reads as a contradiction
+    survival = "; ".join(f"{t.name} ({t.path}) stop={_yes_no(t.survives_stop)} destroy={_yes_no(t.survives_destroy)}"
                          for t in h.storage.tiers)
     lines.append(f"What survives: {survival}.")
     if h.keeps_billing_after_stop:

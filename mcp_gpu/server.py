@@ -37,8 +37,10 @@ def build_server(settings: Settings | None = None, app: App | None = None) -> MC
 
     server = MCPServer("mcp-gpu", instructions=INSTRUCTIONS, version=__version__, lifespan=lifespan)
     from mcp_gpu import prompts, resources, tools
+    from mcp_gpu.tool_list import make_lean
 
     tools.register_all(server)
+    make_lean(server)
     resources.register_all(server)
     prompts.register_all(server)
     return server
@@ -99,7 +101,7 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-def serve(http: str | None = None, settings: Settings | None = None) -> None:
+def serve(http: str | None = None, settings: Settings | None = None, url: str | None = None) -> None:
     """Run over stdio (default) or streamable HTTP at HOST:PORT (bearer token required)."""
     import os
 
@@ -113,9 +115,11 @@ def serve(http: str | None = None, settings: Settings | None = None) -> None:
 
         host, _, port = http.rpartition(":")
         host = host or "127.0.0.1"
-        token = http_token(settings, f"http://{host}:{port}/mcp")
+        where = url or f"http://{host}:{port}/mcp"
+        token = http_token(settings, where)
+        log.get("mcp_gpu.server").info("http_serving", url=where)
         app = BearerAuth(server.streamable_http_app(host=host), token)
-        uvicorn.Server(uvicorn.Config(app, host=host, port=int(port), log_level="warning")).run()
+        uvicorn.Server(uvicorn.Config(app, host=host, port=int(port), **log.uvicorn_config(settings.log_level))).run()
     else:
         # Over stdio our parent is the MCP client (the agent's host). `mcp-gpu approve` refuses to run inside its
         # process tree: that is where an agent's own shell tool runs.

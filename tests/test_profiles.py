@@ -123,9 +123,22 @@ def test_briefing_teaches_the_danger_clocks_and_survival_in_a_few_lines() -> Non
     lines = profiles.platform_briefing(profiles.load_profile("autodl"))
     text = "\n".join(lines)
     assert 3 <= len(lines) <= 10
-    assert "15 days" in text and "/root/autodl-fs stop=yes destroy=yes" in text and "关机" in text
+    assert "15 days" in text and "(/root/autodl-fs) stop=yes destroy=yes" in text and "关机" in text
     runpod = "\n".join(profiles.platform_briefing(profiles.load_profile("runpod")))
     assert "irreversible" in runpod and "5 s grace" in runpod
+
+
+def test_briefing_names_each_storage_tier() -> None:
+    """Two RunPod tiers share /workspace and survive differently: without names the line contradicts itself."""
+    for name in profiles.profile_names():
+        prof = profiles.load_profile(name)
+        text = "\n".join(profiles.platform_briefing(prof))
+        for t in prof.head.storage.tiers:
+            assert f"{t.name} ({t.path}) stop=" in text, (name, t.name)
+    runpod = "\n".join(profiles.platform_briefing(profiles.load_profile("runpod")))
+    assert "volume disk (/workspace) stop=yes destroy=NO" in runpod
+    assert "network volume (/workspace) stop=yes destroy=yes" in runpod
+    assert "container disk (/) stop=NO destroy=NO" in runpod
 
 
 def test_checks_flag_a_missing_durable_dir_and_an_inode_cap_near_full() -> None:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from mcp_gpu.cli import emit_json, run_with_app
+from mcp_gpu.lifecycle.next_step import to_cli
 
 
 def add_parser(sub: Any) -> None:
@@ -14,7 +15,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--platform", help="platform profile (runpod, autodl, vastai, ...)")
     p.add_argument("--checkpoint-gb", type=float, help="size of one checkpoint in GB")
     p.add_argument("--keep", type=int, default=3, help="checkpoints kept at once (default 3)")
-    p.add_argument("--scratch-gb", type=float, default=0.0)
+    p.add_argument("--scratch-gb", type=float, default=0.0, help="extra scratch space the run needs, GB (default 0)")
     p.add_argument("--run-dir", help="where checkpoints will be written")
     p.add_argument("--python", default="python3", help="interpreter the job will use")
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         emit_json(report)
     else:
         for line in report.summary:
-            print(line)
+            print(to_cli(line))
         for line in report.briefing:
-            print(f"  ! {line}")
+            print(f"  ! {to_cli(line)}")
     return 1 if report.verdict == "fail" else 0

@@ -15,11 +15,11 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("hosts", help="list or register hosts (platform + instance id for teardown)")
     hs = p.add_subparsers(dest="hosts_verb")
     a = hs.add_parser("add", help="register or update a host")
-    a.add_argument("name")
+    a.add_argument("name", help="short name used in every other verb, e.g. box1")
     a.add_argument("target", help="'local', an ~/.ssh/config alias, or user@host[:port]")
-    a.add_argument("--platform")
-    a.add_argument("--instance-id")
-    p.add_argument("--json", action="store_true")
+    a.add_argument("--platform", help="platform profile: runpod, vastai, autodl, ... (`mcp-gpu profiles`)")
+    a.add_argument("--instance-id", help="the provider's instance/pod id (teardown stops this one)")
+    p.add_argument("--json", action="store_true", help="print the hosts as JSON")
     p.set_defaults(func=run)
 
 

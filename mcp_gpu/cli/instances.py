@@ -9,8 +9,7 @@ from mcp_gpu.cli import emit_json, run_with_app
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("instances", help="list every provider instance that bills, marked against the registry "
-                                         "(known busy / known idle / unknown / torn down but still listed)")
+    p = sub.add_parser("instances", help="list every instance the providers bill for, marked against the registry")
     p.add_argument("--provider", action="append", dest="providers", metavar="NAME",
                    help="only this provider (repeatable): runpod, vastai, lambda, paperspace; default: every "
                         "provider whose API key is set")

@@ -7,7 +7,7 @@ import shlex
 from typing import Any
 
 from mcp_gpu.app import App
-from mcp_gpu.cli import emit_json, run_with_app
+from mcp_gpu.cli import emit_json, run_with_app, waiting
 from mcp_gpu.errors import ConfigError
 
 
@@ -70,16 +70,17 @@ def command_of(parts: list[str]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mcp_gpu.lifecycle.launch import launch_detached
+    from mcp_gpu.lifecycle.launch import launch_detached, next_for
 
     command = command_of(list(args.command))
     env = _pairs(args.env, "--env")
     options: dict[str, Any] = dict(_pairs(args.option, "--option"))
 
     async def go(app: App) -> Any:
-        res = await launch_detached(app, args.host, command, args.workdir, args.name, backend=args.backend, env=env,
-                                    secret_env=args.secret_env, probe_s=args.probe_s, run_root=args.run_root,
-                                    outputs=args.output or None, options=options)
+        res = await waiting(f"launching {args.name} on {args.host}, watching its start (up to {args.probe_s:g}s)",
+                            launch_detached(app, args.host, command, args.workdir, args.name, backend=args.backend,
+                                            env=env, secret_env=args.secret_env, probe_s=args.probe_s,
+                                            run_root=args.run_root, outputs=args.output or None, options=options))
         if args.guard_max_hours is not None or args.guard_idle_min is not None:
             from mcp_gpu.cli.guard import ask_terminal
             from mcp_gpu.lifecycle import guard as g
@@ -102,5 +103,5 @@ def run(args: argparse.Namespace) -> int:
             print("  | " + line)
         for f in res.findings:
             print(f"  ! {f.severity} {f.cls}: {f.title}")
-        print(f"next: {res.next}")
+        print(f"next: {next_for(res, bool(args.output), 'cli')}")
     return 1 if res.state.value in ("failed", "lost") else 0

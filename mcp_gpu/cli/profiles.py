@@ -14,7 +14,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("profiles", help="list platform profiles, show one, or list stale facts")
     p.add_argument("name", nargs="?", help="profile to show (e.g. runpod)")
     p.add_argument("--stale", action="store_true", help="list fact groups verified longer ago than --max-age-days")
-    p.add_argument("--max-age-days", type=int, default=365)
+    p.add_argument("--max-age-days", type=int, default=365, help="with --stale: the age that counts as stale (default 365)")
     p.add_argument("--now", help="judge staleness as of this date (YYYY-MM-DD); default today")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)

@@ -9,6 +9,7 @@ import anyio
 
 from mcp_gpu.cli import emit_json
 from mcp_gpu.errors import ConfigError
+from mcp_gpu.lifecycle.next_step import to_cli
 
 
 def add_parser(sub: Any) -> None:
@@ -53,5 +54,5 @@ def run(args: argparse.Namespace) -> int:
         for f in report.findings:
             print(f"  [{f.severity}] {f.title}")
             if f.remedy:
-                print(f"      fix: {f.remedy}")
+                print(f"      fix: {to_cli(f.remedy)}")
     return 1 if report.verdict == "fail" else 0

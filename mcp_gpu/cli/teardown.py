@@ -26,16 +26,16 @@ from mcp_gpu.untrusted import clean_line
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("teardown", help="stop a host's meter behind the Iron-Law gate and your typed phrase")
-    p.add_argument("host")
+    p.add_argument("host", help="registered host name, or 'local'")
     p.add_argument("--action", default="auto", help="auto = the platform's meter-stop verb (destroy, stop, ...)")
     p.add_argument("--reason", default="", help="why, for the audit log")
     p.add_argument("--allow-running", action="store_true", help="jobs still running die with the machine")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the gate and the result as JSON")
     p.set_defaults(func=run_teardown)
     a = sub.add_parser("audit-log", help="the append-only log of requests, confirmations, declines and executions")
     a.add_argument("--host", help="only entries for this host")
-    a.add_argument("--limit", type=int, default=200)
-    a.add_argument("--json", action="store_true")
+    a.add_argument("--limit", type=int, default=200, help="newest entries to show (default 200)")
+    a.add_argument("--json", action="store_true", help="print the entries as JSON")
     a.add_argument("--accept-break", action="store_true",
                    help="record that the hash chain is broken and restart it (typed on the terminal)")
     a.set_defaults(func=run_audit_log)

@@ -15,7 +15,7 @@ from mcp_gpu.cli import emit_json, run_with_app
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("wait", help="block until a job finishes, fails, stalls, is preempted or its host stops "
-                                    "answering (exit 0 changed, 1 a problem, 124 no change within the bound)",
+                                    "answering",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("job_ids", nargs="*", metavar="JOB", help="job ids or names (default: every active job)")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S",

@@ -24,6 +24,7 @@ from mcp_gpu.backends._env import allowed_env, check_job_env_name
 from mcp_gpu.backends.registry import choose_backend
 from mcp_gpu.backends.wrapper import ENV_NAME_RE, PREPARE, WRAPPER, command_sha, normalise_command, parse_kv
 from mcp_gpu.errors import CommandFailed, ConfigError, GateRefused, GpuError
+from mcp_gpu.lifecycle import next_step
 from mcp_gpu.lifecycle.jobs import refresh_job, state_from
 from mcp_gpu.models import Finding, JobRecord, JobState, check_name, finding, iso
 from mcp_gpu.store import jobs as jobstore
@@ -155,20 +156,11 @@ async def _log_lines(t: Transport, layout: RunLayout) -> list[str]:
     return lines
 
 
-def _next(res: LaunchResult) -> str:
-    if res.reused:
-        return (f"`{res.name}` is already running on {res.host} ({res.job_id}, attempt {res.attempt}); nothing was "
-                f"started. Watch it with patrol or job_logs {res.job_id}.")
-    if res.state is JobState.running:
-        return (f"running under {res.backend} on {res.host}. Check progress with patrol (every ~30 min) or "
-                f"job_logs {res.job_id}; stop it with job_cancel {res.job_id}.")
-    if res.state is JobState.succeeded:
-        return f"it already finished with exit 0; pull the results with verify_artifacts for {res.job_id}."
-    if res.state is JobState.failed:
-        cause = res.findings[0].title if res.findings else f"exit {res.exit_code}"
-        return (f"it failed in its first seconds ({cause}). Fix it, smoke it with smoke_cpu, and launch again "
-                f"with the same name (attempt {res.attempt + 1}).")
-    return f"state {res.state.value}: read job_logs {res.job_id} before doing anything else."
+def next_for(res: LaunchResult, has_outputs: bool, aud: next_step.Audience = "mcp") -> str:
+    return next_step.launch_next(job_id=res.job_id, name=res.name, host=res.host, backend=res.backend,
+                                 state=res.state.value, reused=res.reused, attempt=res.attempt,
+                                 cause=res.findings[0].title if res.findings else f"exit {res.exit_code}",
+                                 has_outputs=has_outputs, aud=aud)
 
 
 def _result(rec: JobRecord, *, reused: bool, lines: list[str], findings: list[Finding]) -> LaunchResult:
@@ -178,7 +170,7 @@ def _result(rec: JobRecord, *, reused: bool, lines: list[str], findings: list[Fi
                        previous_id=rec.previous_id, script_sha=rec.script_sha, exit_code=rec.exit_code,
                        exit_signal=rec.exit_signal, first_lines=lines[:FIRST_LINES],
                        last_lines=lines[-FIRST_LINES:] if len(lines) > FIRST_LINES else [], findings=findings, next="")
-    res.next = _next(res)
+    res.next = next_for(res, bool(next_step.declared_outputs(rec)))
     return res
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from mcp_gpu import log
 from mcp_gpu.app import App
 from mcp_gpu.errors import GpuError, NotFoundError
+from mcp_gpu.lifecycle import next_step
 from mcp_gpu.lifecycle import patrol_probe as probe
 from mcp_gpu.lifecycle.patrol_eval import JobPatrol, evaluate
 from mcp_gpu.models import JobRecord, iso
@@ -109,7 +110,7 @@ async def patrol(app: App, job_ids: list[str] | None = None, *, stall_floor_s: f
     changed = [f"{r.name}@{r.host}: {r.previous_state} → {r.state}" for r in job_reports if r.changed]
     report = PatrolReport(at=iso(), duration_s=round(time.monotonic() - t0, 3),
                           summary=[r.line for r in job_reports] or ["no jobs to patrol"], changed=changed,
-                          next=_next_step(job_reports), jobs=job_reports, hosts=host_reports)
+                          next=next_step.patrol_next(app.store, job_reports), jobs=job_reports, hosts=host_reports)
     return report
 
 
@@ -158,18 +159,3 @@ async def _maybe_relaunch(app: App, job: JobRecord, r: JobPatrol) -> None:
     r.next = f"relaunched as {res.job_id} (attempt {res.attempt} of {budget + 1}) per on_preempt=relaunch"
     r.line += f" → relaunched {res.job_id}"
 
-
-def _next_step(reports: list[JobPatrol]) -> str:
-    bad = [r for r in reports if r.state in ("failed", "lost", "preempted", "stalled")]
-    if bad:
-        r = bad[0]
-        extra = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
-        return f"{r.name}: {r.next}{extra}"
-    if any(r.state == "unreachable" for r in reports):
-        return "some hosts did not answer: patrol again later; do not cancel or tear down on that basis"
-    done = [r for r in reports if r.state == "succeeded"]
-    if done:
-        return f"verify_artifacts(job_id={done[0].job_id!r}) to pull and prove the results before any teardown"
-    if reports:
-        return "all running: patrol again in ~30 min"
-    return "nothing running: launch_detached starts a job"

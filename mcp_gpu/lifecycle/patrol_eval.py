@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from mcp_gpu.app import App
 from mcp_gpu.backends import Observation
 from mcp_gpu.backends.registry import scheduler_verdict
+from mcp_gpu.lifecycle import next_step
 from mcp_gpu.lifecycle.patrol_probe import HostFacts, JobFacts, job_gpu
 from mcp_gpu.models import Finding, JobRecord, JobState, finding, iso
 from mcp_gpu.store import jobs as jobs_repo
@@ -202,7 +203,7 @@ async def evaluate(app: App, job: JobRecord, host: HostFacts | None, f: JobFacts
                     inodes_free=inodes_free, new_log_bytes=len(f.new_bytes),
                     skipped_log_bytes=max(0, f.log_from - job.log_offset), exit_code=code)
     rep.line = _line(rep)
-    rep.next = _next(rep)
+    rep.next = next_step.patrol_job_next(app.store, job, rep)
     lp.update(step_at=step_at, cadence_s=cadence, seen=tri.fingerprints[-SEEN_CAP:],
               oom_kill=host.oom_kill if host.oom_kill is not None else lp.get("oom_kill"))
     _record(app, job, rep, lp, history, now, offset=new_offset)
@@ -261,16 +262,3 @@ def _line(r: JobPatrol) -> str:
         parts.append(f"— {bad[0].cls}: {bad[0].title[:80]}")
     return " ".join(parts)
 
-
-def _next(r: JobPatrol) -> str:
-    bad = next((f for f in r.findings if f.severity in ("error", "critical")), None)
-    if r.state == "succeeded":
-        return f"verify_artifacts(job_id={r.job_id!r}) before anything else"
-    if r.state == "cancelled":
-        return "nothing: the job was cancelled"
-    if r.state in ("failed", "preempted", "lost", "stalled"):
-        fix = bad.remedy if bad else "read job_logs and triage before relaunching; never retry blindly"
-        return fix
-    if bad:
-        return bad.remedy
-    return "patrol again in ~30 min"

@@ -20,6 +20,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from mcp_gpu.config import check_secret_env
 from mcp_gpu.errors import ConfigError
 
 ActionStatus = Literal["done", "manual", "nothing_to_do", "timed_out"]
@@ -155,6 +156,7 @@ def get_provider(
                 hint=f"create an API key in the {cls.label} console ({cls.key_url}) and export {var}=<key> in the "
                      f"environment of the MCP server or CLI (for an MCP client, its server 'env' block)",
             )
+        check_secret_env([var], {var: api_key})  # a placeholder is never sent as a key
         provider: Provider = cls(
             api_key,
             base_url=base_url or env.get(base_url_env(key)) or None,

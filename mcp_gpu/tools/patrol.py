@@ -7,7 +7,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from mcp_gpu.lifecycle.patrol import PatrolReport, patrol
-from mcp_gpu.tools._base import READ_ONLY, app_of, gpu_tool
+from mcp_gpu.tools._base import ACTS, app_of, gpu_tool
 
 
 def render(report: PatrolReport) -> str:
@@ -31,7 +31,7 @@ def render(report: PatrolReport) -> str:
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(name="patrol", title="Patrol running jobs (phase 4)", annotations=READ_ONLY)
+    @server.tool(name="patrol", title="Patrol running jobs (phase 4)", annotations=ACTS)
     @gpu_tool
     async def patrol_tool(
         ctx: Context[Any, Any],

@@ -3,17 +3,12 @@
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from mcp_gpu.errors import ConfigError
 from mcp_gpu.models import HostRecord, check_name
 from mcp_gpu.store import hosts
-from mcp_gpu.tools._base import LOCAL_READ_ONLY, app_of, gpu_tool
-
-# Destructive: registering an existing name overwrites its target, platform and instance id (what teardown acts
-# on). The identity of a host with jobs cannot change (store.hosts.upsert); its target can.
-OVERWRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+from mcp_gpu.tools._base import LOCAL_READ_ONLY, OVERWRITES, app_of, gpu_tool
 
 
 class HostList(BaseModel):

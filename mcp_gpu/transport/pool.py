@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 
 from mcp_gpu.transport import Transport
 from mcp_gpu.transport.local import LocalTransport
-from mcp_gpu.transport.ssh import SSHTransport
 
 LOCAL_NAMES = frozenset({"local", "localhost-local"})
 
@@ -32,6 +31,8 @@ class TransportPool:
                 if target in LOCAL_NAMES:
                     t = LocalTransport(host)
                 else:
+                    from mcp_gpu.transport.ssh import SSHTransport  # asyncssh loads on the first SSH host only
+
                     t = SSHTransport(host, target, config_paths=self._config_paths,
                                      connect_timeout=self._connect_timeout, keepalive=self._keepalive)
                 self._pool[host] = t
