@@ -14,7 +14,23 @@ from typing import Literal
 import anyio
 
 from mcp_gpu.errors import CommandTimeout, ConnectError
-from mcp_gpu.transport import Completed, Downloaded, LocalWriteError, ProgressFn, ScriptMixin, monotonic, open_partial
+from mcp_gpu.transport import (
+    DEFAULT_DEADLINE,
+    MAX_OUTPUT,
+    Completed,
+    Downloaded,
+    LocalWriteError,
+    ProgressFn,
+    ScriptMixin,
+    monotonic,
+    open_partial,
+    read_bounded,
+)
+
+
+def _killpg(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 class LocalTransport(ScriptMixin):
@@ -22,8 +38,9 @@ class LocalTransport(ScriptMixin):
 
     kind: Literal["local", "ssh"] = "local"
 
-    def __init__(self, host: str = "local") -> None:
+    def __init__(self, host: str = "local", *, max_output: int = MAX_OUTPUT) -> None:
         self.host = host
+        self.max_output = max_output
 
     async def run(self, argv: Sequence[str], *, stdin: bytes | str | None = None, timeout: float | None = None,
                   check: bool = False) -> Completed:
@@ -41,14 +58,30 @@ class LocalTransport(ScriptMixin):
             return res.check() if check else res
         except OSError as exc:
             raise ConnectError(f"could not start {argv[0]!r} locally: {exc}") from exc
+        out, err = bytearray(), bytearray()
+        deadline = DEFAULT_DEADLINE if timeout is None else timeout
         try:
-            with anyio.fail_after(timeout) if timeout else contextlib.nullcontext():
-                out, err = await proc.communicate(data)
+            with anyio.fail_after(deadline):
+                if data is not None:
+                    assert proc.stdin is not None
+                    proc.stdin.write(data)
+                    with contextlib.suppress(OSError):
+                        await proc.stdin.drain()
+                    proc.stdin.close()
+                assert proc.stdout is not None and proc.stderr is not None
+                cut = await asyncio.gather(read_bounded(proc.stdout, self.max_output, out),
+                                           read_bounded(proc.stderr, self.max_output, err))
+                if any(cut):
+                    _killpg(proc.pid)
+                    await proc.wait()
+                    res = Completed(argv, None, None, out.decode("utf-8", "replace"),
+                                    err.decode("utf-8", "replace"), monotonic() - t0, truncated=True)
+                    return res.check() if check else res
+                await proc.wait()
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            _killpg(proc.pid)
             await proc.wait()
-            raise CommandTimeout(f"local command ran past {timeout:g}s and was killed with its children",
+            raise CommandTimeout(f"local command ran past {deadline:g}s and was killed with its children",
                                  hint="raise the timeout if the command is legitimately slow") from None
         rc = proc.returncode
         sig = None
@@ -68,7 +101,7 @@ class LocalTransport(ScriptMixin):
                 yield chunk
 
     async def download(self, remote: str, local: str, *, offset: int = 0,
-                       on_progress: ProgressFn | None = None) -> Downloaded:
+                       on_progress: ProgressFn | None = None, size: int | None = None) -> Downloaded:
         """Same contract as SSHTransport.download, for a file on this machine (1 MiB reads in a worker thread)."""
         digest = hashlib.sha256()
         moved = 0
@@ -77,10 +110,13 @@ class LocalTransport(ScriptMixin):
             lf = await anyio.to_thread.run_sync(open_partial, local, offset, digest)
             try:
                 await src.seek(offset)
-                while True:
-                    chunk = await src.read(1 << 20)
+                left = None if size is None else max(0, size - offset)
+                while left is None or left > 0:
+                    chunk = await src.read(1 << 20 if left is None else min(1 << 20, left))
                     if not chunk:
                         break
+                    if left is not None:
+                        left -= len(chunk)
                     try:
                         lf.write(chunk)
                     except OSError as exc:
