@@ -94,4 +94,13 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX manifests_job ON manifests(job_id, id);
         CREATE INDEX manifests_host ON manifests(host, id);
     """),
+    ("i11b_job_name_claims", """
+        CREATE TABLE job_name_claims (
+            host TEXT NOT NULL,
+            name TEXT NOT NULL,
+            job_id TEXT NOT NULL REFERENCES jobs(id),
+            claimed_at TEXT NOT NULL,
+            PRIMARY KEY (host, name)
+        );
+    """),
 ]
