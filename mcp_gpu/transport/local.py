@@ -69,10 +69,16 @@ class LocalTransport(ScriptMixin):
                         await proc.stdin.drain()
                     proc.stdin.close()
                 assert proc.stdout is not None and proc.stderr is not None
-                cut = await asyncio.gather(read_bounded(proc.stdout, self.max_output, out),
-                                           read_bounded(proc.stderr, self.max_output, err))
+                pid = proc.pid
+
+                async def take(stream: asyncio.StreamReader, sink: bytearray) -> bool:
+                    cut = await read_bounded(stream, self.max_output, sink)
+                    if cut:  # stop the writer now: the other stream only ends when the process does
+                        _killpg(pid)
+                    return cut
+
+                cut = await asyncio.gather(take(proc.stdout, out), take(proc.stderr, err))
                 if any(cut):
-                    _killpg(proc.pid)
                     await proc.wait()
                     res = Completed(argv, None, None, out.decode("utf-8", "replace"),
                                     err.decode("utf-8", "replace"), monotonic() - t0, truncated=True)

@@ -280,12 +280,18 @@ class SSHTransport(ScriptMixin):
         truncated = False
         try:
             async with asyncio.timeout(deadline):
-                cut = await asyncio.gather(read_bounded(proc.stdout, self._max_output, out),
-                                           read_bounded(proc.stderr, self._max_output, err))
+
+                async def take(stream: asyncssh.SSHReader[bytes], sink: bytearray) -> bool:
+                    cut = await read_bounded(stream, self._max_output, sink)
+                    if cut:  # stop the writer now: the other stream only ends when the channel does
+                        with contextlib.suppress(OSError, asyncssh.Error):
+                            proc.terminate()
+                        proc.close()
+                    return cut
+
+                cut = await asyncio.gather(take(proc.stdout, out), take(proc.stderr, err))
                 truncated = any(cut)
                 if truncated:
-                    proc.terminate()
-                    proc.close()
                     result = None
                 else:
                     result = await proc.wait()
