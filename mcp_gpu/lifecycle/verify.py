@@ -108,6 +108,7 @@ def default_dest(app: App, job_id: str | None, host: str) -> Path:
 
 
 DEFER_HASH_BYTES = 64 << 20
+MAX_FINDINGS = 50
 
 
 def _reusable(prior: Manifest | None, dest: Path, f: RemoteFile, need_check: bool) -> FileEntry | None:
@@ -253,6 +254,12 @@ async def verify_artifacts(app: App, job_id: str | None = None, host: str | None
         "not_pulled": sum(e.result == "not_pulled" for e in entries),
     }
     findings = _findings(entries, listing, "info" if fallback else "error")
+    if len(findings) > MAX_FINDINGS:  # a bounded answer: the first findings, and how many more (the manifest has all)
+        more = len(findings) - MAX_FINDINGS
+        rest = finding("more_findings", "info", f"{more} more findings not shown",
+                       evidence=[f"{len(entries)} files in the manifest"],
+                       remedy="fix the ones above and run again; the manifest lists every file")
+        findings = [*findings[:MAX_FINDINGS], rest]
     all_ok = bool(entries) and all(e.result == "ok" for e in entries) and not listing.refused \
         and not listing.errors and (fallback or not listing.missing)
     if not entries:

@@ -187,10 +187,11 @@ class Transport(Protocol):
     kind: Literal["local", "ssh"]
 
     async def run(self, argv: Sequence[str], *, stdin: bytes | str | None = None, timeout: float | None = None,
-                  check: bool = False) -> Completed: ...
+                  check: bool = False, max_output: int | None = None) -> Completed: ...
 
     async def run_script(self, script: str, args: Sequence[str] = (), *, stdin: bytes | str | None = None,
-                         timeout: float | None = None, check: bool = False) -> Completed: ...
+                         timeout: float | None = None, check: bool = False,
+                         max_output: int | None = None) -> Completed: ...
 
     async def read_tail(self, path: str, max_bytes: int = 65536) -> bytes: ...
 
@@ -215,12 +216,14 @@ class ScriptMixin:
     so stdin stays free for secrets, and arguments are argv elements, never spliced into the script."""
 
     async def run(self, argv: Sequence[str], *, stdin: bytes | str | None = None, timeout: float | None = None,
-                  check: bool = False) -> Completed:
+                  check: bool = False, max_output: int | None = None) -> Completed:
         raise NotImplementedError
 
     async def run_script(self, script: str, args: Sequence[str] = (), *, stdin: bytes | str | None = None,
-                         timeout: float | None = None, check: bool = False) -> Completed:
-        return await self.run(["bash", "-c", script, "mcp-gpu", *args], stdin=stdin, timeout=timeout, check=check)
+                         timeout: float | None = None, check: bool = False,
+                         max_output: int | None = None) -> Completed:
+        return await self.run(["bash", "-c", script, "mcp-gpu", *args], stdin=stdin, timeout=timeout, check=check,
+                              max_output=max_output)
 
     async def read_tail(self, path: str, max_bytes: int = 65536) -> bytes:
         res = await self.run(["tail", "-c", str(int(max_bytes)), "--", path], timeout=30)

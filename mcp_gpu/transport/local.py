@@ -43,7 +43,7 @@ class LocalTransport(ScriptMixin):
         self.max_output = max_output
 
     async def run(self, argv: Sequence[str], *, stdin: bytes | str | None = None, timeout: float | None = None,
-                  check: bool = False) -> Completed:
+                  check: bool = False, max_output: int | None = None) -> Completed:
         argv = tuple(argv)
         data = stdin.encode() if isinstance(stdin, str) else stdin
         t0 = monotonic()
@@ -59,6 +59,7 @@ class LocalTransport(ScriptMixin):
         except OSError as exc:
             raise ConnectError(f"could not start {argv[0]!r} locally: {exc}") from exc
         out, err = bytearray(), bytearray()
+        cap = self.max_output if max_output is None else max_output
         deadline = DEFAULT_DEADLINE if timeout is None else timeout
         try:
             with anyio.fail_after(deadline):
@@ -72,7 +73,7 @@ class LocalTransport(ScriptMixin):
                 pid = proc.pid
 
                 async def take(stream: asyncio.StreamReader, sink: bytearray) -> bool:
-                    cut = await read_bounded(stream, self.max_output, sink)
+                    cut = await read_bounded(stream, cap, sink)
                     if cut:  # stop the writer now: the other stream only ends when the process does
                         _killpg(pid)
                     return cut

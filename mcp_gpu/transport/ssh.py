@@ -258,7 +258,7 @@ class SSHTransport(ScriptMixin):
         return got
 
     async def run(self, argv: Sequence[str], *, stdin: bytes | str | None = None, timeout: float | None = None,
-                  check: bool = False) -> Completed:
+                  check: bool = False, max_output: int | None = None) -> Completed:
         argv = tuple(argv)
         command = shlex.join(argv)
         deadline = DEFAULT_DEADLINE if timeout is None else timeout
@@ -277,12 +277,13 @@ class SSHTransport(ScriptMixin):
             proc.stdin.write(stdin.encode() if isinstance(stdin, str) else stdin)
             proc.stdin.write_eof()
         out, err = bytearray(), bytearray()
+        cap = self._max_output if max_output is None else max_output
         truncated = False
         try:
             async with asyncio.timeout(deadline):
 
                 async def take(stream: asyncssh.SSHReader[bytes], sink: bytearray) -> bool:
-                    cut = await read_bounded(stream, self._max_output, sink)
+                    cut = await read_bounded(stream, cap, sink)
                     if cut:  # stop the writer now: the other stream only ends when the channel does
                         with contextlib.suppress(OSError, asyncssh.Error):
                             proc.terminate()
@@ -307,7 +308,7 @@ class SSHTransport(ScriptMixin):
             raise TransportError(f"{self.host}: SSH connection lost during `{display(argv)}`",
                                  hint="the command's outcome is unknown; check again once the host answers") from exc
         if result is None:
-            _log.warning("ssh_output_truncated", host=self.host, command=display(argv), cap=self._max_output)
+            _log.warning("ssh_output_truncated", host=self.host, command=display(argv), cap=cap)
             res = Completed(argv, None, None, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
                             monotonic() - t0, truncated=True)
             return res.check() if check else res
