@@ -153,3 +153,27 @@ async def test_patrol_reports_the_healthy_host_without_waiting_for_the_frozen_on
             await app.aclose()
     finally:
         healthy.stop()
+
+
+async def test_an_idle_connection_is_replaced_but_one_carrying_a_command_is_kept(box: Sshd) -> None:
+    import anyio
+
+    t = SSHTransport("frozenbox", box.alias, config_paths=[str(box.ssh_config)], connect_timeout=CONNECT_TIMEOUT,
+                     idle_s=0.5)
+    try:
+        await t.run(["true"], timeout=30)
+        await anyio.sleep(0.8)
+        await t.run(["true"], timeout=30)  # idle past idle_s: not trusted, a fresh connection is made
+        assert t.connects == 2
+        got: list[str] = []
+
+        async def long_call() -> None:
+            got.append((await t.run(["sh", "-c", "sleep 2; echo long-done"], timeout=30)).stdout)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(long_call)
+            await anyio.sleep(1.2)  # past idle_s since the last round trip, but a command is in flight
+            got.append((await t.run(["echo", "short"], timeout=30)).stdout)
+        assert sorted(got) == ["long-done\n", "short\n"] and t.connects == 2
+    finally:
+        await t.aclose()

@@ -172,6 +172,7 @@ class SSHTransport(ScriptMixin):
         self._conn: asyncssh.SSHClientConnection | None = None
         self._connecting: asyncio.Task[asyncssh.SSHClientConnection] | None = None
         self._last_ok = 0.0
+        self._active = 0
         self.connects = 0
 
     def _drop(self, conn: asyncssh.SSHClientConnection | None) -> None:
@@ -184,7 +185,7 @@ class SSHTransport(ScriptMixin):
     async def _connection(self) -> asyncssh.SSHClientConnection:
         conn = self._conn
         if conn is not None and not conn.is_closed():
-            if monotonic() - self._last_ok <= self._idle_s:
+            if self._active > 1 or monotonic() - self._last_ok <= self._idle_s:
                 return conn
             _log.debug("ssh_idle_reconnect", host=self.host, idle_s=round(monotonic() - self._last_ok, 1))
             self._drop(conn)
@@ -259,6 +260,14 @@ class SSHTransport(ScriptMixin):
 
     async def run(self, argv: Sequence[str], *, stdin: bytes | str | None = None, timeout: float | None = None,
                   check: bool = False, max_output: int | None = None) -> Completed:
+        self._active += 1  # a connection with calls in flight is not idle: keepalives watch it meanwhile
+        try:
+            return await self._run(argv, stdin=stdin, timeout=timeout, check=check, max_output=max_output)
+        finally:
+            self._active -= 1
+
+    async def _run(self, argv: Sequence[str], *, stdin: bytes | str | None, timeout: float | None, check: bool,
+                   max_output: int | None) -> Completed:
         argv = tuple(argv)
         command = shlex.join(argv)
         deadline = DEFAULT_DEADLINE if timeout is None else timeout
@@ -326,6 +335,14 @@ class SSHTransport(ScriptMixin):
 
     async def iter_file(self, path: str, *, offset: int = 0, block: int = 256 * 1024) -> AsyncIterator[bytes]:
         """Stream a remote file in order from `offset` over SFTP (several reads in flight)."""
+        self._active += 1
+        try:
+            async for chunk in self._iter_file(path, offset=offset, block=block):
+                yield chunk
+        finally:
+            self._active -= 1
+
+    async def _iter_file(self, path: str, *, offset: int, block: int) -> AsyncIterator[bytes]:
         conn = await self._connection()
         try:
             sftp = await self._open(conn, conn.start_sftp_client(), "starting SFTP")
@@ -361,6 +378,15 @@ class SSHTransport(ScriptMixin):
 
     async def download(self, remote: str, local: str, *, offset: int = 0, on_progress: ProgressFn | None = None,
                        size: int | None = None, inflight: int = 32) -> Downloaded:
+        self._active += 1
+        try:
+            return await self._download(remote, local, offset=offset, on_progress=on_progress, size=size,
+                                        inflight=inflight)
+        finally:
+            self._active -= 1
+
+    async def _download(self, remote: str, local: str, *, offset: int, on_progress: ProgressFn | None,
+                        size: int | None, inflight: int) -> Downloaded:
         """Pull `remote` into `local` from `offset`: through the OpenSSH client when it is installed (C crypto,
         see openssh.py), else over SFTP with `inflight` reads of the server's maximum size in flight. Either way
         bytes are written and hashed strictly in order, so `local` always ends at a clean resume point, and
