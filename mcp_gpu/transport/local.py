@@ -63,8 +63,10 @@ class LocalTransport(ScriptMixin):
         deadline = DEFAULT_DEADLINE if timeout is None else timeout
         try:
             with anyio.fail_after(deadline):
-                if data is not None:
-                    assert proc.stdin is not None
+
+                async def feed() -> None:  # alongside the readers: a command may print before it reads
+                    if data is None or proc.stdin is None:
+                        return
                     proc.stdin.write(data)
                     with contextlib.suppress(OSError):
                         await proc.stdin.drain()
@@ -78,7 +80,7 @@ class LocalTransport(ScriptMixin):
                         _killpg(pid)
                     return cut
 
-                cut = await asyncio.gather(take(proc.stdout, out), take(proc.stderr, err))
+                _, *cut = await asyncio.gather(feed(), take(proc.stdout, out), take(proc.stderr, err))
                 if any(cut):
                     await proc.wait()
                     res = Completed(argv, None, None, out.decode("utf-8", "replace"),
