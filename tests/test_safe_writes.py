@@ -101,3 +101,21 @@ async def test_a_never_ending_remote_stream_writes_only_the_listed_bytes(ssh_app
         assert (dest / "z" / "zero.bin").stat().st_size == 4096
     else:  # SFTP reads up to the smaller of the listed and the stat size (a device stats as 0 bytes)
         assert not got.ok and got.error_kind == "mismatch"
+
+
+async def test_the_local_bound_holds_even_when_the_remote_side_sends_more(sshd: object, tmp_path: Path) -> None:
+    """The OpenSSH engine's own guard: the `ssh` child may not write past the limit (RLIMIT_FSIZE), here
+    against a remote command that ignores the listed size and streams 100 MB."""
+    from mcp_gpu.transport import openssh
+    from mcp_gpu.transport.ssh import parse_target
+
+    cfg = str(sshd.ssh_config)  # type: ignore[attr-defined]
+    argv = openssh.argv_for(parse_target(sshd.alias, [cfg]), [cfg], "head -c 100000000 /dev/zero",  # type: ignore[attr-defined]
+                            connect_timeout=5, keepalive=5)
+    if argv is None:
+        pytest.skip("no OpenSSH client here")
+    local = tmp_path / "capped.partial"
+    with anyio.fail_after(60):
+        got = await openssh.download(argv, "testhost", "/dev/zero", str(local), 0, None, limit=4096)
+    assert local.stat().st_size == 4096 and got.size == 4096
+    assert got.sha256 == hashlib.sha256(b"\0" * 4096).hexdigest()
