@@ -177,3 +177,87 @@ async def test_an_idle_connection_is_replaced_but_one_carrying_a_command_is_kept
         assert sorted(got) == ["long-done\n", "short\n"] and t.connects == 2
     finally:
         await t.aclose()
+
+
+@contextlib.contextmanager
+def sshd_in_netns(tmp_path: Path) -> Iterator[tuple[Sshd, str]]:
+    """A real sshd inside a network namespace this test makes, reached over a veth pair; yields the server
+    and the namespace's end of the link (bring it down to blackhole the host)."""
+    import secrets
+    import socket
+    import subprocess
+
+    tag = secrets.token_hex(3)
+    ns, host_if, ns_if = f"mcpgpu-{tag}", f"mg{tag}h", f"mg{tag}n"
+    octet = int(tag[:2], 16)
+    mine, theirs = f"198.18.{octet}.1", f"198.18.{octet}.2"
+
+    def ip(*a: str) -> None:
+        subprocess.run(["ip", *a], check=True, capture_output=True)
+
+    ip("netns", "add", ns)
+    try:
+        ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if, "netns", ns)
+        ip("addr", "add", f"{mine}/30", "dev", host_if)
+        ip("link", "set", host_if, "up")
+        ip("-n", ns, "addr", "add", f"{theirs}/30", "dev", ns_if)
+        ip("-n", ns, "link", "set", "lo", "up")
+        ip("-n", ns, "link", "set", ns_if, "up")
+        server = Sshd(tmp_path / "nsbox", alias="nsbox", port=22)
+        server.sshd_config.write_text(server.sshd_config.read_text().replace("ListenAddress 127.0.0.1",
+                                                                             f"ListenAddress {theirs}"))
+        server.known_hosts.write_text(server.known_hosts.read_text().replace("[127.0.0.1]:22", theirs))
+        server.ssh_config.write_text(server.ssh_config.read_text().replace("HostName 127.0.0.1",
+                                                                           f"HostName {theirs}"))
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        subprocess.run(["ip", "netns", "exec", ns, "/usr/sbin/sshd", "-f", str(server.sshd_config), "-E",
+                        str(server.log)], check=True)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection((theirs, 22), timeout=0.5):
+                    if server.pid is not None:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"sshd in {ns} did not listen: {server.log.read_text()}")
+            time.sleep(0.05)
+        try:
+            yield server, ns
+        finally:
+            server.stop()
+    finally:
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+
+
+@pytest.mark.root
+async def test_a_blackholed_link_under_a_pooled_connection_is_unreachable_promptly(
+        tmp_path: Path, is_root: bool) -> None:
+    import shutil
+    import subprocess
+
+    if not is_root or shutil.which("ip") is None:
+        pytest.skip("network namespaces need root and iproute2")
+    with sshd_in_netns(tmp_path) as (server, ns):
+        t = SSHTransport("nsbox", server.alias, config_paths=[str(server.ssh_config)],
+                         connect_timeout=CONNECT_TIMEOUT, keepalive=15)
+        try:
+            assert (await t.run(["echo", "up"], timeout=30)).stdout == "up\n"
+            link = next(x for x in subprocess.run(["ip", "-n", ns, "-o", "link"], capture_output=True, text=True,
+                                                  check=True).stdout.splitlines() if "@" in x)
+            ns_if = link.split(":")[1].strip().split("@")[0]
+            subprocess.run(["ip", "-n", ns, "link", "set", ns_if, "down"], check=True)
+            t0 = time.monotonic()
+            with pytest.raises(TransportError) as info:
+                await t.run(["echo", "again"], timeout=60)
+            assert "unreachable" in info.value.message and time.monotonic() - t0 < PROMPT
+            t0 = time.monotonic()
+            with pytest.raises(TransportError):  # a fresh connect into the blackhole times out too
+                await t.run(["echo", "third"], timeout=60)
+            assert time.monotonic() - t0 < PROMPT
+            subprocess.run(["ip", "-n", ns, "link", "set", ns_if, "up"], check=True)
+            assert (await t.run(["echo", "back"], timeout=30)).stdout == "back\n"
+        finally:
+            await t.aclose()
