@@ -75,14 +75,16 @@ async def test_thousands_of_files_in_one_pass_hash_and_unreadable_and_escaping_l
     assert [e.path for e in again.errors] == [f"{root}/d1/f1.txt"]
 
 
-def test_the_probe_is_a_shellcheck_clean_file() -> None:
+@pytest.mark.parametrize("name", ["listing.sh", "claim.sh", "audit.sh"])
+def test_the_probes_are_shellcheck_clean_files(name: str) -> None:
     import subprocess
 
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed")
-    path = Path(__file__).parents[1] / "mcp_gpu" / "probes" / "listing.sh"
-    assert path.read_text() == PROBE
-    res = subprocess.run(["shellcheck", str(path)], capture_output=True, text=True, check=False)
+    path = Path(__file__).parents[1] / "mcp_gpu" / "probes" / name
+    if name == "listing.sh":
+        assert path.read_text() == PROBE
+    res = subprocess.run(["shellcheck", "-s", "bash", str(path)], capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout
 
 
