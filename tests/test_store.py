@@ -56,3 +56,24 @@ def test_audit_log_rows_cannot_be_changed_or_deleted(tmp_path: Path) -> None:
     (entry,) = audit_log.entries(s)
     assert entry["event"] == "teardown_requested" and entry["detail"] == {"reason": "done"}
     s.close()
+
+
+def _open_and_count(path: str) -> int:
+    from mcp_gpu.store import Store
+
+    s = Store(path)
+    try:
+        return len(s.applied())
+    finally:
+        s.close()
+
+
+def test_processes_opening_a_fresh_registry_at_once_all_migrate_it(tmp_path: Path) -> None:
+    """Three `mcp-gpu launch` started together on a new state dir raced the migrations ("table already exists")."""
+    import multiprocessing
+
+    from mcp_gpu.store.migrations import MIGRATIONS
+
+    with multiprocessing.get_context("spawn").Pool(6) as pool:
+        counts = pool.map(_open_and_count, [str(tmp_path / "registry.sqlite3")] * 6)
+    assert counts == [len(MIGRATIONS)] * 6

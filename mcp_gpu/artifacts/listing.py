@@ -1,13 +1,15 @@
 """One remote probe that lists what a pull would fetch: sizes, mtimes, SHA-256 computed on the remote, symlinks.
 
-The probe is a static bash script (coreutils + GNU find, openssl when present; no Python needed on the box) whose arguments
-are the requested roots; it prints NUL-separated records so any file name survives. Everything it prints is
+The probe is a static bash script (`mcp_gpu/probes/listing.sh`: coreutils + GNU find, openssl when present; no Python
+needed on the box) whose arguments are the requested roots; it walks each root once, with no process per file, and
+prints NUL-separated records so any file name survives and none can imitate a record. Everything it prints is
 re-validated here: a name that could escape the destination (`..`, absolute, control characters, invalid
 UTF-8) or a symlink that resolves outside its requested root is refused and reported, never pulled.
 """
 
 from __future__ import annotations
 
+import importlib.resources
 import posixpath
 import re
 from collections.abc import Sequence
@@ -17,50 +19,12 @@ from pydantic import BaseModel
 from mcp_gpu.errors import CommandFailed, ConfigError
 from mcp_gpu.transport import Transport
 
-# mode is "hash" (full listing with SHA-256) or "newest" (stat only: for staleness checks); in hash mode files
-# larger than $2 bytes (0 = no limit) are left unhashed ("-") so the pull can hash them alongside the transfer
-PROBE = r"""
-set -u
-mode=$1; limit=${2:-0}; shift 2
-# the fastest SHA-256 on the box: OpenSSL uses SHA-NI where coreutils' sha256sum may not (about 6x here)
-H=sha256sum
-if command -v openssl >/dev/null 2>&1 && openssl dgst -sha256 -r </dev/null >/dev/null 2>&1; then H=openssl; fi
-hashf() { if [ "$H" = openssl ]; then openssl dgst -sha256 -r < "$1"; else sha256sum < "$1"; fi; }
-i=0
-for root in "$@"; do
-  if [ ! -e "$root" ]; then printf 'M\0%s\0' "$i"; i=$((i+1)); continue; fi
-  rr=$(readlink -f -- "$root")
-  kind=d; [ -f "$rr" ] && kind=f
-  printf 'R\0%s\0%s\0' "$i" "$kind"
-  if [ -f "$rr" ]; then
-    list() { printf '%s\0' "$root"; }
-  else
-    list() { find "$rr" -mindepth 1 \( -type f -o -type l \) -print0 2>/dev/null; }
-  fi
-  list | while IFS= read -r -d '' p; do
-    if [ -d "$rr" ]; then rel=${p#"$rr"/}; else rel=${p##*/}; fi
-    tgt=""
-    if [ -L "$p" ]; then
-      tgt=$(readlink -- "$p")
-      real=$(readlink -f -- "$p")
-      case "$real" in
-        "$rr"/*) ;;
-        *) if [ "$real" != "$rr" ] || [ ! -f "$rr" ]; then printf 'L\0%s\0%s\0%s\0' "$i" "$rel" "$tgt"; continue; fi ;;
-      esac
-      [ -f "$real" ] || continue
-    fi
-    st=$(stat -L -c '%s %Y' -- "$p" 2>/dev/null) || { printf 'E\0%s\0%s\0stat failed\0' "$i" "$rel"; continue; }
-    sha=-
-    if [ "$mode" = hash ] && { [ "$limit" = 0 ] || [ "${st% *}" -le "$limit" ]; }; then
-      sha=$(hashf "$p" 2>/dev/null) || { printf 'E\0%s\0%s\0unreadable\0' "$i" "$rel"; continue; }
-      sha=${sha%% *}
-    fi
-    printf 'F\0%s\0%s\0%s\0%s\0%s\0' "$i" "$rel" "${st% *}" "${st#* }" "$sha"
-    printf '%s\0' "$tgt"
-  done
-  i=$((i+1))
-done
-"""
+# The probe (probes/listing.sh): one `find` pass per root and one `sha256sum -z` over a NUL list, no process per
+# file. Args: MODE LIMIT ROOT... (see the script's header for the records it prints).
+PROBE = importlib.resources.files("mcp_gpu.probes").joinpath("listing.sh").read_text()
+MAX_LISTING_BYTES = 96 << 20
+"""The bound on one listing's output (about 700,000 files with hashes); a bigger tree is refused with a hint."""
+_HASHED = re.compile(r"([0-9a-f]{64}) [ *](.*)", re.S)
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npz", ".npy", ".pkl", ".h5")
 _CKPT_NAME = re.compile(r"(ckpt|checkpoint)", re.I)
@@ -149,8 +113,10 @@ def _labels(roots: Sequence[str]) -> list[str]:
     return labels
 
 
-def parse_listing(stdout: str, roots: Sequence[str]) -> Listing:
-    """Parse the probe's NUL-separated records (pure: tests feed it crafted output too)."""
+def parse_listing(stdout: str, roots: Sequence[str], *, hashed: bool = False, limit: int = 0) -> Listing:
+    """Parse the probe's NUL-separated records (pure: tests feed it crafted output too). With `hashed` (the
+    probe ran in hash mode with `limit`), a file in the hashed range that came back without a hash could not be
+    read, and is reported as such."""
     fields = stdout.split("\0")
     labels = _labels(roots)
     file_roots: set[int] = set()
@@ -159,6 +125,8 @@ def parse_listing(stdout: str, roots: Sequence[str]) -> Listing:
     errors: list[Refused] = []
     missing: list[str] = []
     seen_local: set[str] = set()
+    by_key: dict[tuple[int, str], int] = {}
+    hashes: dict[tuple[int, str], str] = {}
     k = 0
 
     def take(n: int) -> list[str]:
@@ -190,6 +158,16 @@ def parse_listing(stdout: str, roots: Sequence[str]) -> Listing:
         elif tag == "E":
             i, rel, why = take(3)
             errors.append(Refused(path=posixpath.join(root_at(i), rel), reason=why))
+        elif tag == "B":
+            i = take(1)[0]
+            root_at(i)
+            while True:
+                rec = take(1)[0]
+                if rec == ".":
+                    break
+                m = _HASHED.fullmatch(rec)
+                if m is not None:
+                    hashes[(int(i), m.group(2))] = m.group(1)
         elif tag == "F":
             i, rel, size, mtime, sha, tgt = take(6)
             root = root_at(i)
@@ -206,14 +184,23 @@ def parse_listing(stdout: str, roots: Sequence[str]) -> Listing:
             seen_local.add(local_rel)
             remote = root if int(i) in file_roots else posixpath.join(root, rel)
             try:
-                nbytes, when = int(size), float(mtime)
+                nbytes, when = int(size), float(int(float(mtime)))
             except ValueError:
                 errors.append(Refused(path=remote, reason="unreadable size/mtime in the listing"))
                 continue
+            by_key[(int(i), rel)] = len(files)
             files.append(RemoteFile(root=root, remote=remote, rel=rel, local_rel=local_rel, size=nbytes, mtime=when,
                                     sha256=None if sha == "-" else sha, link_target=tgt or None))
         else:
             raise CommandFailed(f"unexpected record {tag!r} in the listing probe's output", hint="run it again")
+    for key, sha in hashes.items():
+        at = by_key.get(key)
+        if at is not None and files[at].sha256 is None:
+            files[at].sha256 = sha
+    if hashed:
+        unread = {n for n, f in enumerate(files) if f.sha256 is None and (limit <= 0 or f.size <= limit)}
+        errors += [Refused(path=files[n].remote, reason="unreadable") for n in sorted(unread)]
+        files = [f for n, f in enumerate(files) if n not in unread]
     newest = None
     ckpts = [f for f in files if is_checkpoint_like(f.rel)]
     if ckpts:
@@ -228,11 +215,17 @@ async def list_remote(transport: Transport, roots: Sequence[str], *, hashes: boo
     """Run the probe once over the transport and parse it. With `hash_max_bytes`, bigger files come back with
     `sha256=None`: the pull hashes them on the remote while the bytes travel (see `remote_sha256`)."""
     roots = check_roots(roots)
-    res = await transport.run_script(PROBE, ["hash" if hashes else "newest", str(max(0, hash_max_bytes)), *roots],
-                                     timeout=timeout)
+    limit = max(0, hash_max_bytes)
+    res = await transport.run_script(PROBE, ["hash" if hashes else "newest", str(limit), *roots],
+                                     timeout=timeout, max_output=MAX_LISTING_BYTES)
+    if res.truncated:
+        raise CommandFailed(f"the listing of {', '.join(roots)} is larger than {MAX_LISTING_BYTES >> 20} MiB "
+                            "(hundreds of thousands of files)",
+                            hint="list fewer or narrower paths (e.g. the checkpoint directory only), or tar the "
+                                 "small files on the box first")
     if res.exit_status not in (0, 1) and not res.stdout:
         res.check()
-    return parse_listing(res.stdout, roots)
+    return parse_listing(res.stdout, roots, hashed=hashes, limit=limit)
 
 
 HASH_PROBE = r"""

@@ -12,6 +12,7 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -69,11 +70,15 @@ def partial_of(final: Path) -> Path:
 
 
 def resume_offset(final: Path, size: int) -> int:
+    """How many bytes of `final`'s partial can be kept: only a plain, singly linked file is ever resumed (a
+    planted symlink or hard link is never followed; `open_partial_fd` replaces it when the pull starts)."""
     try:
-        have = partial_of(final).stat().st_size
+        st = partial_of(final).lstat()
     except FileNotFoundError:
         return 0
-    return have if have <= size else 0
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        return 0
+    return st.st_size if st.st_size <= size else 0
 
 
 def _existing_dir(p: Path) -> Path:
@@ -115,7 +120,7 @@ def fsync_dir(path: Path) -> None:
 
 
 def _finish(partial: Path, final: Path) -> None:
-    fd = os.open(partial, os.O_RDONLY)
+    fd = os.open(partial, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
         os.fsync(fd)
     finally:
@@ -147,7 +152,7 @@ async def pull_one(transport: Transport, f: RemoteFile, dest: Path, *,
             if f.sha256 is None:
                 got = await _download_hashing_remotely(transport, f, str(partial), have, count)
             else:
-                got = await transport.download(f.remote, str(partial), offset=have, on_progress=count)
+                got = await transport.download(f.remote, str(partial), offset=have, on_progress=count, size=f.size)
         except TransportError as exc:
             out.error, out.error_kind = exc.message, "transport"
             return out
@@ -194,7 +199,7 @@ async def _download_hashing_remotely(transport: Transport, f: RemoteFile, partia
 
     async def pull() -> None:
         try:
-            got.append(await transport.download(f.remote, partial, offset=offset, on_progress=count))
+            got.append(await transport.download(f.remote, partial, offset=offset, on_progress=count, size=f.size))
         except Exception as exc:
             errors.append(exc)
 

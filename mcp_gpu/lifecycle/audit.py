@@ -27,10 +27,12 @@ from mcp_gpu.app import App
 from mcp_gpu.errors import ConfigError
 from mcp_gpu.lifecycle.audit_parse import (
     HARMFUL_THROTTLE,
+    SMI_CAP,
     Disk,
     Gpu,
     Memory,
     PythonEnv,
+    SmiRun,
     apply_remapped,
     kv,
     parse_disks,
@@ -38,10 +40,13 @@ from mcp_gpu.lifecycle.audit_parse import (
     parse_memory,
     parse_python,
     parse_xids,
+    smi_run,
     split_sections,
 )
 from mcp_gpu.models import Finding, Severity, Verdict, finding, iso, verdict_of
 from mcp_gpu.profiles import Profile
+from mcp_gpu.transport import MAX_OUTPUT
+from mcp_gpu.untrusted import clean_line
 
 GiB = 1 << 30
 INODE_WARN, INODE_ERR = 90.0, 98.0
@@ -95,8 +100,26 @@ def _fmt_bytes(n: int | None) -> str:
     return f"{n} B"
 
 
-def gpu_findings(rc: int, gpus: list[Gpu], err: str, xids: list[tuple[int, str]], *, remote: bool) -> list[Finding]:
+def gpu_findings(rc: int, gpus: list[Gpu], err: str, xids: list[tuple[int, str]], *, remote: bool,
+                 smi: SmiRun | None = None) -> list[Finding]:
     out: list[Finding] = []
+    shown = [clean_line(x, 200) for x in err.splitlines()[:3]]
+    if smi is not None and smi.timed_out:
+        n = smi.timeout_s or "?"
+        out.append(finding("cuda_device_error", "error", f"nvidia-smi timed out after {n} s", gotcha="U31",
+                           evidence=[f"`timeout {n} nvidia-smi --query-gpu=…` was killed by timeout (exit {rc}) "
+                                     f"after printing {smi.bytes} bytes", *shown],
+                           remedy="a hung nvidia-smi usually means a wedged driver or a GPU that fell off the bus: "
+                                  "restart or re-rent the instance before launching anything on it"))
+        return out
+    if smi is not None and smi.cut:
+        out.append(finding("cuda_device_error", "error",
+                           f"nvidia-smi printed more than {SMI_CAP // 1024} KiB: output cut, GPU state unknown",
+                           gotcha="U31", evidence=[f"nvidia-smi --query-gpu printed over {smi.bytes - 1} bytes "
+                                                   f"(exit {rc}); expected one short line per GPU", *shown],
+                           remedy="the nvidia-smi on this box is not behaving like NVIDIA's: check which binary is "
+                                  "on PATH (`command -v nvidia-smi`) before trusting this machine"))
+        return out
     if rc == 127:
         out.append(finding("no_gpu", "error" if remote else "info", "nvidia-smi not found: no NVIDIA GPU visible",
                            gotcha="U31", evidence=["nvidia-smi: command not found"],
@@ -106,7 +129,7 @@ def gpu_findings(rc: int, gpus: list[Gpu], err: str, xids: list[tuple[int, str]]
         return out
     if rc != 0:
         out.append(finding("cuda_device_error", "error", f"nvidia-smi failed (exit {rc}): the driver is not usable",
-                           gotcha="U31", evidence=err.splitlines()[:3],
+                           gotcha="U31", evidence=shown,
                            remedy="the GPU/driver is broken or missing in this container: re-rent or restart the "
                                   "instance; do not launch"))
         return out
@@ -242,8 +265,9 @@ def _profile_extras(prof: Profile | None, disks: list[Disk], first: bool) -> tup
 
 async def audit_env(app: App, host: str, platform: str | None = None, checkpoint_gb: float | None = None,
                     keep: int = 3, scratch_gb: float = 0, run_dir: str | None = None,
-                    python: str = "python3") -> AuditReport:
-    """Audit `host` with one probe and record the report in the registry."""
+                    python: str = "python3", smi_timeout_s: int = 20) -> AuditReport:
+    """Audit `host` with one probe and record the report in the registry. `smi_timeout_s` bounds each
+    nvidia-smi call (a hung one is reported as timed out, not as a broken driver)."""
     if checkpoint_gb is not None and checkpoint_gb < 0:
         raise ConfigError("checkpoint_gb must be ≥ 0", hint="pass the size of one checkpoint in GB, e.g. 2.5")
     if keep < 1 or scratch_gb < 0:
@@ -256,11 +280,12 @@ async def audit_env(app: App, host: str, platform: str | None = None, checkpoint
     t = await app.transport(host)
     t0 = time.monotonic()
     extra = prof.probe_paths() if prof else []
-    res = await t.run_script(probe_script(), [run_dir or "", python, *extra],
-                             timeout=app.settings.command_timeout + 30)
+    res = await t.run_script(probe_script(), [run_dir or "", python, str(int(max(1, smi_timeout_s))), *extra],
+                             timeout=app.settings.command_timeout + 2 * smi_timeout_s + 30)
     duration = time.monotonic() - t0
     sec = split_sections(res.stdout)
-    meta = kv(sec.get("meta", []))
+    meta = {k: clean_line(v, 200) for k, v in kv(sec.get("meta", [])).items()}
+    smi = smi_run(sec.get("nvidia", []))
     rc, gpus, gpu_err = parse_gpus(sec.get("nvidia", []))
     apply_remapped(gpus, sec.get("remapped", []))
     xid_readable, xids = parse_xids(sec.get("xid", []))
@@ -269,7 +294,13 @@ async def audit_env(app: App, host: str, platform: str | None = None, checkpoint
     py = parse_python(sec.get("python", []))
     remote = t.kind != "local"
 
-    findings = gpu_findings(rc, gpus, gpu_err, xids, remote=remote)
+    findings = gpu_findings(rc, gpus, gpu_err, xids, remote=remote, smi=smi)
+    if res.truncated or "end" not in sec:
+        why = (f"the probe printed more than {MAX_OUTPUT >> 20} MiB and was stopped" if res.truncated
+               else f"the probe stopped early (exit {res.exit_status}; sections: {', '.join(sorted(sec)) or 'none'})")
+        findings.append(finding("audit_incomplete", "error", "the audit probe's output is incomplete", evidence=[why],
+                                remedy="some facts above are missing: run audit_env again, and look at the box by "
+                                       "hand if it repeats"))
     findings += disk_findings(disks, dmeta.get("run_probe"))
     findings += memory_findings(mem, py)
     findings += python_findings(py, has_gpu=bool(gpus))

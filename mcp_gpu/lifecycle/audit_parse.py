@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 
@@ -80,15 +82,30 @@ class PythonEnv(BaseModel):
     error: str | None = None
 
 
+SMI_CAP = 262144
+"""The most bytes of nvidia-smi output the probe keeps (probes/audit.sh CAP); more means it was cut."""
+
+
 def split_sections(text: str) -> dict[str, list[str]]:
+    """The probe's sections: one line `@@<name> <base64 of the section's output>` each (probes/audit.sh).
+
+    The payload is decoded here, so nothing a remote command prints (`@@meta`, CR, NUL) can start, end or
+    rewrite a section: it stays data inside its own section. A name seen twice keeps its first payload; an
+    undecodable payload leaves its section out (the report then says what is missing). `end` is present only
+    when the probe ran to completion."""
     out: dict[str, list[str]] = {}
-    cur: str | None = None
-    for line in text.splitlines():
-        if line.startswith("@@"):
-            cur = line[2:].strip()
-            out[cur] = []
-        elif cur is not None:
-            out[cur].append(line)
+    for line in text.split("\n"):
+        if not line.startswith("@@"):
+            continue
+        name, _, payload = line[2:].partition(" ")
+        if name in out:
+            continue
+        try:
+            raw = base64.b64decode(payload.strip(), validate=True)
+        except (ValueError, binascii.Error):
+            continue
+        body = raw.decode("utf-8", "replace")
+        out[name] = body.split("\n") if body else []
     return out
 
 
@@ -139,15 +156,41 @@ def throttle_names(mask: str | None) -> list[str]:
     return [name for bit, name in THROTTLE_BITS.items() if m & bit]
 
 
+class SmiRun(BaseModel):
+    """How the probe's nvidia-smi call went: its exit status (124/137 = killed by `timeout`), the timeout it
+    had, and how many bytes it printed (more than SMI_CAP = output cut)."""
+
+    rc: int = 127
+    timeout_s: int | None = None
+    bytes: int = 0
+
+    @property
+    def timed_out(self) -> bool:
+        return self.rc in (124, 137)
+
+    @property
+    def cut(self) -> bool:
+        return self.bytes > SMI_CAP or self.rc == 141
+
+
+def smi_run(lines: list[str]) -> SmiRun:
+    head = kv([ln for ln in lines[:3] if ln.startswith(("rc=", "timeout_s=", "bytes="))])
+    rc = _int(head.get("rc"))
+    return SmiRun(rc=127 if rc is None else rc, timeout_s=_int(head.get("timeout_s")),
+                  bytes=_int(head.get("bytes")) or 0)
+
+
 def parse_gpus(lines: list[str]) -> tuple[int, list[Gpu], str]:
     """Return (nvidia-smi exit code, GPUs, raw error text)."""
-    rc = 127
+    run = smi_run(lines)
+    rc = run.rc
     rows: list[str] = []
-    for line in lines:
-        if line.startswith("rc=") and rc == 127 and not rows:
-            rc = int(line[3:] or 127)
-        elif line.strip():
+    body = lines[3:] if lines[:1] and lines[0].startswith("rc=") else lines
+    for line in body:
+        if line.strip():
             rows.append(line)
+    if run.cut:
+        return rc if rc != 0 else 141, [], "\n".join(rows[:3])
     if rc != 0:
         return rc, [], "\n".join(rows)
     gpus: list[Gpu] = []

@@ -9,9 +9,11 @@ stored, logged or returned.
 from __future__ import annotations
 
 import asyncio
+import importlib.resources
 import json
 import os
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -33,6 +35,9 @@ from mcp_gpu.transport import Completed, Transport, monotonic
 _log = log.get("mcp_gpu.launch")
 _locks: dict[tuple[str, str], asyncio.Lock] = {}
 FIRST_LINES = 20
+LAUNCH_GRACE_S = 300.0
+"""A `launching` record younger than this belongs to a launcher still at work (reuse it); an older one was
+left by a launcher that died, and is refreshed like any other."""
 
 
 class LaunchResult(BaseModel):
@@ -242,6 +247,10 @@ async def launch_detached(app: App, host: str, command: str, workdir: str, name:
     lock = _locks.setdefault((host, name), asyncio.Lock())
     async with lock:
         prev = jobstore.find_by_name(app.store, host, name)
+        if prev is not None and prev.state is JobState.launching and _launch_age_s(prev) < LAUNCH_GRACE_S:
+            # another process is starting this name right now (it holds the claim): its job is the answer
+            jobstore.append_event(app.store, prev.id, "reused", prev.state, {"by": "concurrent launch"})
+            return _result(prev, reused=True, lines=[], findings=[])
         if prev is not None and not prev.state.finished:
             prev, obs = await refresh_job(app, prev, t)
             if obs is None or not prev.state.finished:  # still alive there (or cannot tell): never start twice
@@ -261,10 +270,15 @@ async def launch_detached(app: App, host: str, command: str, workdir: str, name:
                   "outputs_declared": bool(declared), "run_root": run_root,
                   "probe_s": probe_s, "relaunch": relaunch, "options": opts},
         )
-        rec = jobstore.insert(app.store, rec)
+        rec, claimed = jobstore.claim(app.store, rec)
+        if not claimed:  # another process sharing this registry launched the name first: that job is the answer
+            lines = await _log_lines(t, RunLayout(rec.run_dir)) if rec.run_dir else []
+            jobstore.append_event(app.store, rec.id, "reused", rec.state, {"by": "concurrent launch"})
+            return _result(rec, reused=True, lines=lines, findings=[])
         jobstore.append_event(app.store, rec.id, "created", rec.state,
                               {"backend": chosen.name, "attempt": rec.attempt, "previous_id": rec.previous_id})
         try:
+            await _claim_on_box(t, rec, run_root)
             start_t: Transport = CleanEnvTransport(t) if t.kind == "local" else t  # type: ignore[assignment]
             rec = await _start(app, start_t, chosen, rec, env, secrets, opts, run_root)
         except GpuError as err:
@@ -275,6 +289,30 @@ async def launch_detached(app: App, host: str, command: str, workdir: str, name:
     res = _result(rec, reused=False, lines=lines, findings=findings)
     _log.info("launched", job_id=rec.id, host=host, name=name, backend=chosen.name, state=rec.state.value)
     return res
+
+
+def _launch_age_s(rec: JobRecord) -> float:
+    """Seconds since a `launching` record last changed (a launcher that died mid-launch leaves one behind)."""
+    try:
+        then = datetime.fromisoformat(rec.updated_at.replace("Z", "+00:00"))
+    except ValueError:
+        return float("inf")
+    return (datetime.now(UTC) - then).total_seconds()
+
+
+async def _claim_on_box(t: Transport, rec: JobRecord, run_root: str | None) -> None:
+    """The name's claim on the box itself (`probes/claim.sh`, an atomic `mkdir`): launchers that do not share
+    this registry (another laptop, another state dir) cannot both start the name there either."""
+    script = importlib.resources.files("mcp_gpu.probes").joinpath("claim.sh").read_text()
+    res = await t.run_script(script, [run_root or "", rec.name, rec.id, rec.previous_id or ""], timeout=60)
+    if res.exit_status == 13:
+        holder = parse_kv(res.stdout).get("held", "unknown")
+        raise GateRefused(f"{t.host}: the job name {rec.name!r} is held on the box by job {holder}, which has not "
+                          "exited (launched from another mcp-gpu state dir?); nothing was started",
+                          hint="watch or cancel that job from where it was launched, or pick another name")
+    if not res.ok:
+        raise CommandFailed(f"{t.host}: claiming the job name on the box failed (exit {res.exit_status}): "
+                            f"{' | '.join(res.tail(3)) or 'no output'}", hint="check the run_root is writable")
 
 
 async def _start(app: App, t: Transport, backend: Backend, rec: JobRecord, env: dict[str, str],

@@ -28,8 +28,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from mcp_gpu.app import App
+from mcp_gpu.artifacts.listing import MAX_LISTING_BYTES, Newest, check_roots, is_checkpoint_like, parse_listing
 from mcp_gpu.artifacts.listing import PROBE as LIST_PROBE
-from mcp_gpu.artifacts.listing import Newest, check_roots, is_checkpoint_like, parse_listing
 from mcp_gpu.artifacts.manifest import ManifestRecord, latest_manifest, stale_reason
 from mcp_gpu.backends import RunLayout
 from mcp_gpu.backends.wrapper import _GROUP, parse_exit
@@ -377,7 +377,11 @@ async def _probe_jobs(app: App, t: Any, host: str, recs: list[JobRecord],
                       if r.backend == "tmux" and r.handle.get("session") else ("", ""))
         args += [r.run_dir, sock, sess]
     all_roots = list(dict.fromkeys(x for r in recs for x in roots[r.id]))
-    res = await t.run_script(GATE_PROBE, [*args, *all_roots], timeout=max(app.settings.command_timeout, 120))
+    res = await t.run_script(GATE_PROBE, [*args, *all_roots], timeout=max(app.settings.command_timeout, 120),
+                             max_output=MAX_LISTING_BYTES)
+    if res.truncated:  # a cut listing could hide the newest checkpoint: fail closed
+        raise CommandFailed(f"{host}: the teardown gate probe printed more than {MAX_LISTING_BYTES >> 20} MiB",
+                            hint="narrow the jobs' output paths, then run request_teardown again")
     parts = res.stdout.split("\0", _FIELDS_PER_JOB * len(recs))
     if len(parts) < _FIELDS_PER_JOB * len(recs):
         raise CommandFailed(f"{host}: the teardown gate probe's output was cut short",

@@ -120,6 +120,7 @@ def default_dest(app: App, job_id: str | None, host: str) -> Path:
 
 
 DEFER_HASH_BYTES = 64 << 20
+MAX_FINDINGS = 50
 
 
 def _reusable(prior: Manifest | None, dest: Path, f: RemoteFile, need_check: bool) -> FileEntry | None:
@@ -270,6 +271,12 @@ async def verify_artifacts(app: App, job_id: str | None = None, host: str | None
         may_lack = set()
     hard_missing = [m for m in listing.missing if m not in may_lack]
     findings = _findings(entries, listing, "error" if hard_missing else "info")
+    if len(findings) > MAX_FINDINGS:  # a bounded answer: the first findings, and how many more (the manifest has all)
+        more = len(findings) - MAX_FINDINGS
+        rest = finding("more_findings", "info", f"{more} more findings not shown",
+                       evidence=[f"{len(entries)} files in the manifest"],
+                       remedy="fix the ones above and run again; the manifest lists every file")
+        findings = [*findings[:MAX_FINDINGS], rest]
     all_ok = bool(entries) and all(e.result == "ok" for e in entries) and not listing.refused \
         and not listing.errors and not hard_missing
     if not entries:

@@ -1,37 +1,59 @@
 # mcp-gpu audit probe: ONE round trip gathers everything audit_env needs. Static text: values arrive
-# as positional arguments ($1 run/checkpoint dir, $2 python, $3... profile paths to measure), never spliced in.
-# Each section starts with a line "@@<name>" so the parser can split the output.
+# as positional arguments ($1 run/checkpoint dir, $2 python, $3 nvidia-smi timeout in seconds, $4... profile
+# paths to measure), never spliced in.
+# Framing no remote output can imitate: each section is ONE line `@@<name> <base64 of its whole output>`, so
+# whatever a command prints (`@@meta`, CR, NUL, escapes) stays inside its own section's payload. Every
+# section's output is capped on this side (`head -c`), and `@@end` closes a complete probe.
 run_dir=${1:-}
 py=${2:-python3}
-shift 2 2>/dev/null || shift $#
+smi_t=${3:-20}
+case $smi_t in ''|*[!0-9]*) smi_t=20 ;; esac
+shift 3 2>/dev/null || shift $#
 extra=("$@")
 export LC_ALL=C
-sec() { printf '\n@@%s\n' "$1"; }
+CAP=262144
+emit() {
+  # emit NAME FUNCTION: run FUNCTION, cap its output at CAP bytes, print it as one base64 line
+  local name=$1
+  printf '@@%s ' "$name"
+  "$2" 2>&1 | head -c "$CAP" | base64 | tr -d '\n'
+  printf '\n'
+}
 
-sec meta
+sec_meta() {
 printf 'hostname=%s\nkernel=%s\nuser=%s\nhome=%s\nnproc=%s\n' "$(hostname 2>/dev/null)" "$(uname -r)" "$(id -un)" "$HOME" "$(nproc 2>/dev/null)"
 printf 'uptime_s=%s\n' "$(cut -d' ' -f1 /proc/uptime 2>/dev/null)"
+}
 
-sec nvidia
 fields=index,name,uuid,driver_version,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.max.sm,ecc.errors.uncorrected.volatile.total,retired_pages.pending,clocks_throttle_reasons.active,pci.bus_id
+smi_rc=127
+# nvidia-smi's own output goes to a file capped at CAP+1 bytes (more than CAP = it printed too much), its exit
+# status is kept apart from the output, and `timeout` (124) tells a hang from a driver failure.
+smi_out=$(mktemp 2>/dev/null || echo "/tmp/mcp-gpu-smi.$$")
 if command -v nvidia-smi >/dev/null 2>&1; then
-  out=$(timeout 20 nvidia-smi --query-gpu=$fields --format=csv,noheader,nounits 2>&1); rc=$?
-  printf 'rc=%s\n%s\n' "$rc" "$out"
-else
-  printf 'rc=127\n'
+  { timeout -k 5 "$smi_t" nvidia-smi --query-gpu="$fields" --format=csv,noheader,nounits 2>&1; echo $? > "$smi_out.rc"; } \
+    | head -c $((CAP + 1)) > "$smi_out"
+  smi_rc=$(cat "$smi_out.rc" 2>/dev/null)
+  [ -n "$smi_rc" ] || smi_rc=141  # head stopped reading: nvidia-smi was cut off mid-output
 fi
+sec_nvidia() {
+  printf 'rc=%s\ntimeout_s=%s\nbytes=%s\n' "$smi_rc" "$smi_t" "$(wc -c < "$smi_out" 2>/dev/null || echo 0)"
+  head -c "$((CAP - 200))" -- "$smi_out" 2>/dev/null
+}
+sec_remapped() {
+  [ "$smi_rc" = 0 ] || return 0  # a hung or failing nvidia-smi is not asked again
+  timeout -k 5 "$smi_t" nvidia-smi --query-remapped-rows=gpu_bus_id,remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.pending,remapped_rows.failure --format=csv,noheader,nounits 2>/dev/null
+}
 
-sec remapped
-command -v nvidia-smi >/dev/null 2>&1 && timeout 10 nvidia-smi --query-remapped-rows=gpu_bus_id,remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.pending,remapped_rows.failure --format=csv,noheader,nounits 2>/dev/null
-
-sec xid
+sec_xid() {
 if k=$(dmesg 2>/dev/null) || k=$(journalctl -k --no-pager -q 2>/dev/null); then
-  echo readable=1; printf '%s\n' "$k" | grep -E 'NVRM: Xid' | tail -n 20
+  echo readable=1; printf '%s\n' "$k" | grep -E 'NVRM: Xid' | tail -n 20 | cut -c1-400
 else
   echo readable=0
 fi
+}
 
-sec df
+sec_df() {
 # the run dir may not exist yet: measure the nearest existing parent
 probe_dir=$run_dir
 while [ -n "$probe_dir" ] && [ ! -e "$probe_dir" ]; do probe_dir=$(dirname "$probe_dir"); done
@@ -43,15 +65,18 @@ for p in / "$HOME" ${probe_dir:+"$probe_dir"} /dev/shm; do
   printf 'path=%s\tbytes=%s\tinodes=%s\n' "$p" "$b" "$i"
 done
 # the platform profile's data/durable dirs: measured only where they exist (keyed by the profile's spelling)
+# shellcheck disable=SC2016  # the literal spellings a profile may use, not expansions
+tilde='~' dhome='$HOME'
 for orig in "${extra[@]}"; do
-  case $orig in "~") p=$HOME;; "~/"*) p=$HOME/${orig#"~/"};; '$HOME/'*) p=$HOME/${orig#'$HOME/'};; *) p=$orig;; esac
+  case $orig in "$tilde") p=$HOME;; "$tilde"/*) p=$HOME/${orig#"$tilde"/};; "$dhome"/*) p=$HOME/${orig#"$dhome"/};; *) p=$orig;; esac
   [ -e "$p" ] || continue
   b=$(df -P -B1 -- "$p" 2>/dev/null | tail -n 1)
   i=$(df -P -i -- "$p" 2>/dev/null | tail -n 1)
   printf 'path=%s\tbytes=%s\tinodes=%s\torig=%s\n' "$p" "$b" "$i" "$orig"
 done
+}
 
-sec cgroup
+sec_cgroup() {
 if [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
   cg=$(awk -F: '$1=="0"{print $3}' /proc/self/cgroup); d=/sys/fs/cgroup$cg; [ -f "$d/memory.max" ] || d=/sys/fs/cgroup
   echo version=2
@@ -70,11 +95,11 @@ elif [ -d /sys/fs/cgroup/memory ]; then
 else
   echo version=0
 fi
+}
 
-sec meminfo
-grep -E '^(MemTotal|MemAvailable):' /proc/meminfo
+sec_meminfo() { grep -E '^(MemTotal|MemAvailable):' /proc/meminfo; }
 
-sec python
+sec_python() {
 if command -v "$py" >/dev/null 2>&1; then
   timeout 45 "$py" - <<'PY' 2>&1
 import json, platform, sys
@@ -99,4 +124,8 @@ PY
 else
   echo "rc=127"
 fi
-sec end
+}
+
+for s in meta nvidia remapped xid df cgroup meminfo python; do emit "$s" "sec_$s"; done
+rm -f -- "$smi_out" "$smi_out.rc"
+printf '@@end\n'

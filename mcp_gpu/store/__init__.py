@@ -48,6 +48,10 @@ class Store:
             if name in done:
                 continue
             with self.atomic():
+                # several processes may open a fresh registry at once (three `mcp-gpu launch` racing): the
+                # check that counts is the one made under the write lock, not the read before it
+                if self.conn.execute("SELECT 1 FROM _migrations WHERE name=?", (name,)).fetchone():
+                    continue
                 for stmt in _statements(sql):
                     self.conn.execute(stmt)
                 self.conn.execute("INSERT INTO _migrations(name, applied_at) VALUES (?, ?)", (name, iso()))

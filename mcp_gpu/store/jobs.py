@@ -59,6 +59,38 @@ def insert(store: Store, rec: JobRecord) -> JobRecord:
     return get(store, rec.id)
 
 
+ACTIVE = ("launching", "running")
+
+
+def active_holder(store: Store, host: str, name: str) -> JobRecord | None:
+    """The not-yet-finished job that holds `name` on `host`: the claim's job when it is still active, else
+    (registries from before claims existed) the newest active job of that name."""
+    rows = store.query(f"SELECT {', '.join('j.' + c.strip() for c in _COLUMNS.split(','))} "  # noqa: S608
+                       "FROM job_name_claims c JOIN jobs j ON j.id=c.job_id "
+                       "WHERE c.host=? AND c.name=? AND j.state IN (?,?)", (host, name, *ACTIVE))
+    if rows:
+        return _row(rows[0])
+    rows = store.query(f"SELECT {_COLUMNS} FROM jobs WHERE host=? AND name=? AND state IN (?,?) "  # noqa: S608
+                       "ORDER BY created_at DESC, rowid DESC LIMIT 1", (host, name, *ACTIVE))
+    return _row(rows[0]) if rows else None
+
+
+def claim(store: Store, rec: JobRecord) -> tuple[JobRecord, bool]:
+    """Insert `rec` as THE active job called `rec.name` on `rec.host`, atomically across every process that
+    shares this registry (one IMMEDIATE transaction: check, insert, claim). Returns `(rec, True)` when it was
+    claimed, or `(holder, False)` when another unfinished job holds the name: nothing was inserted and the
+    caller hands back the holder (launch stays idempotent by name). A finished holder releases the name."""
+    with store.atomic() as conn:
+        holder = active_holder(store, rec.host, rec.name)
+        if holder is not None:
+            return holder, False
+        insert(store, rec)
+        conn.execute("INSERT INTO job_name_claims(host, name, job_id, claimed_at) VALUES (?,?,?,?) "
+                     "ON CONFLICT(host, name) DO UPDATE SET job_id=excluded.job_id, claimed_at=excluded.claimed_at",
+                     (rec.host, rec.name, rec.id, iso()))
+    return get(store, rec.id), True
+
+
 def find(store: Store, job_id: str) -> JobRecord | None:
     rows = store.query(f"SELECT {_COLUMNS} FROM jobs WHERE id=?", (job_id,))  # noqa: S608
     return _row(rows[0]) if rows else None

@@ -94,7 +94,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX manifests_job ON manifests(job_id, id);
         CREATE INDEX manifests_host ON manifests(host, id);
     """),
-    ("i14_guards", """
+    ("0005_guards", """
         CREATE TABLE guards (
             host TEXT PRIMARY KEY,
             guard_dir TEXT NOT NULL,
@@ -110,7 +110,7 @@ MIGRATIONS: list[tuple[str, str]] = [
             updated_at TEXT NOT NULL
         );
     """),
-    ("i10a_human_gate", """
+    ("0006_human_gate", """
         CREATE TABLE approvals (
             id TEXT PRIMARY KEY,
             kind TEXT NOT NULL,
@@ -148,10 +148,19 @@ MIGRATIONS: list[tuple[str, str]] = [
                    'hash chain starts; earlier rows are unchained' FROM audit_log;
     """),
     # A job's required outputs (what the teardown gate demands a verified manifest of) are fixed at launch.
-    ("i10b_required_outputs_immutable", """
+    ("0007_required_outputs_immutable", """
         CREATE TRIGGER jobs_outputs_fixed BEFORE UPDATE OF spec_json ON jobs
             WHEN json_extract(old.spec_json, '$.outputs') IS NOT json_extract(new.spec_json, '$.outputs')
               OR json_extract(old.spec_json, '$.outputs_declared') IS NOT json_extract(new.spec_json, '$.outputs_declared')
             BEGIN SELECT RAISE(ABORT, 'a job''s required outputs are fixed at launch'); END;
+    """),
+    ("0008_job_name_claims", """
+        CREATE TABLE job_name_claims (
+            host TEXT NOT NULL,
+            name TEXT NOT NULL,
+            job_id TEXT NOT NULL REFERENCES jobs(id),
+            claimed_at TEXT NOT NULL,
+            PRIMARY KEY (host, name)
+        );
     """),
 ]

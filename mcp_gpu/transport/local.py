@@ -14,7 +14,23 @@ from typing import Literal
 import anyio
 
 from mcp_gpu.errors import CommandTimeout, ConnectError
-from mcp_gpu.transport import Completed, Downloaded, LocalWriteError, ProgressFn, ScriptMixin, monotonic, open_partial
+from mcp_gpu.transport import (
+    DEFAULT_DEADLINE,
+    MAX_OUTPUT,
+    Completed,
+    Downloaded,
+    LocalWriteError,
+    ProgressFn,
+    ScriptMixin,
+    monotonic,
+    open_partial,
+    read_bounded,
+)
+
+
+def _killpg(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 class LocalTransport(ScriptMixin):
@@ -22,11 +38,12 @@ class LocalTransport(ScriptMixin):
 
     kind: Literal["local", "ssh"] = "local"
 
-    def __init__(self, host: str = "local") -> None:
+    def __init__(self, host: str = "local", *, max_output: int = MAX_OUTPUT) -> None:
         self.host = host
+        self.max_output = max_output
 
     async def run(self, argv: Sequence[str], *, stdin: bytes | str | None = None, timeout: float | None = None,
-                  check: bool = False) -> Completed:
+                  check: bool = False, max_output: int | None = None) -> Completed:
         argv = tuple(argv)
         data = stdin.encode() if isinstance(stdin, str) else stdin
         t0 = monotonic()
@@ -41,14 +58,39 @@ class LocalTransport(ScriptMixin):
             return res.check() if check else res
         except OSError as exc:
             raise ConnectError(f"could not start {argv[0]!r} locally: {exc}") from exc
+        out, err = bytearray(), bytearray()
+        cap = self.max_output if max_output is None else max_output
+        deadline = DEFAULT_DEADLINE if timeout is None else timeout
         try:
-            with anyio.fail_after(timeout) if timeout else contextlib.nullcontext():
-                out, err = await proc.communicate(data)
+            with anyio.fail_after(deadline):
+
+                async def feed() -> None:  # alongside the readers: a command may print before it reads
+                    if data is None or proc.stdin is None:
+                        return
+                    proc.stdin.write(data)
+                    with contextlib.suppress(OSError):
+                        await proc.stdin.drain()
+                    proc.stdin.close()
+                assert proc.stdout is not None and proc.stderr is not None
+                pid = proc.pid
+
+                async def take(stream: asyncio.StreamReader, sink: bytearray) -> bool:
+                    cut = await read_bounded(stream, cap, sink)
+                    if cut:  # stop the writer now: the other stream only ends when the process does
+                        _killpg(pid)
+                    return cut
+
+                _, *cut = await asyncio.gather(feed(), take(proc.stdout, out), take(proc.stderr, err))
+                if any(cut):
+                    await proc.wait()
+                    res = Completed(argv, None, None, out.decode("utf-8", "replace"),
+                                    err.decode("utf-8", "replace"), monotonic() - t0, truncated=True)
+                    return res.check() if check else res
+                await proc.wait()
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            _killpg(proc.pid)
             await proc.wait()
-            raise CommandTimeout(f"local command ran past {timeout:g}s and was killed with its children",
+            raise CommandTimeout(f"local command ran past {deadline:g}s and was killed with its children",
                                  hint="raise the timeout if the command is legitimately slow") from None
         rc = proc.returncode
         sig = None
@@ -68,7 +110,7 @@ class LocalTransport(ScriptMixin):
                 yield chunk
 
     async def download(self, remote: str, local: str, *, offset: int = 0,
-                       on_progress: ProgressFn | None = None) -> Downloaded:
+                       on_progress: ProgressFn | None = None, size: int | None = None) -> Downloaded:
         """Same contract as SSHTransport.download, for a file on this machine (1 MiB reads in a worker thread)."""
         digest = hashlib.sha256()
         moved = 0
@@ -77,10 +119,13 @@ class LocalTransport(ScriptMixin):
             lf = await anyio.to_thread.run_sync(open_partial, local, offset, digest)
             try:
                 await src.seek(offset)
-                while True:
-                    chunk = await src.read(1 << 20)
+                left = None if size is None else max(0, size - offset)
+                while left is None or left > 0:
+                    chunk = await src.read(1 << 20 if left is None else min(1 << 20, left))
                     if not chunk:
                         break
+                    if left is not None:
+                        left -= len(chunk)
                     try:
                         lf.write(chunk)
                     except OSError as exc:

@@ -14,15 +14,17 @@ import contextlib
 import errno
 import hashlib
 import os
+import resource
 import shlex
 import shutil
+import signal
 import threading
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, BinaryIO
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from mcp_gpu.errors import CommandFailed, HostKeyError, TransportError
-from mcp_gpu.transport import Downloaded, LocalWriteError, ProgressFn
+from mcp_gpu.transport import Downloaded, LocalWriteError, ProgressFn, open_partial_fd
 
 if TYPE_CHECKING:
     from mcp_gpu.transport.ssh import Target
@@ -58,17 +60,23 @@ def argv_for(target: Target, config_paths: Sequence[str], remote_command: str, *
     return [*argv, "--", dest, remote_command]
 
 
-def _open_at(local: str, offset: int) -> BinaryIO:
+def _open_at(local: str, offset: int) -> int:
     try:
-        f = open(local, "r+b") if offset > 0 else open(local, "wb")  # noqa: SIM115 (closed by the caller)
-        if offset > 0 and os.fstat(f.fileno()).st_size < offset:
-            f.close()
-            raise OSError(f"{local} is shorter than the resume offset {offset}")
-        f.truncate(offset)
-        f.seek(offset)
-        return f
+        return open_partial_fd(local, offset)
     except OSError as exc:
         raise LocalWriteError(exc) from exc
+
+
+def _cap_file_size(limit: int) -> Callable[[], None]:
+    """For the `ssh` child: the kernel refuses any write past `limit` bytes (RLIMIT_FSIZE, with SIGXFSZ
+    ignored so the write fails with EFBIG instead of killing it) — the local bound holds even if the remote
+    side ignored its own `head -c`."""
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
 
 
 def _follow_hash(local: str, done: threading.Event) -> tuple[str, int]:
@@ -91,15 +99,20 @@ def _follow_hash(local: str, done: threading.Event) -> tuple[str, int]:
 
 
 async def download(argv: list[str], host: str, remote: str, local: str, offset: int,
-                   on_progress: ProgressFn | None) -> Downloaded:
+                   on_progress: ProgressFn | None, *, limit: int | None = None) -> Downloaded:
     """`ssh` writes straight into the partial file (no Python in the byte path); we watch its size for
-    progress and hash the file from its first byte in a thread that follows it as it grows."""
-    f = await asyncio.to_thread(_open_at, local, offset)
+    progress and hash the file from its first byte in a thread that follows it as it grows. With `limit`
+    (the listed size) the file can never grow past it."""
     try:
-        proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL, stdout=f.fileno(),
-                                                    stderr=asyncio.subprocess.PIPE)
+        fd = await asyncio.to_thread(_open_at, local, offset)
+    except LocalWriteError as exc:
+        raise exc.err from None
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=fd, stderr=asyncio.subprocess.PIPE,
+            preexec_fn=_cap_file_size(limit) if limit is not None and limit > 0 else None)
     finally:
-        f.close()  # the child holds its own copy of the descriptor
+        os.close(fd)  # the child holds its own copy of the descriptor
     assert proc.stderr is not None
     err_task = asyncio.ensure_future(proc.stderr.read())
     done = threading.Event()
@@ -131,7 +144,9 @@ async def download(argv: list[str], host: str, remote: str, local: str, offset: 
     if on_progress is not None and size_now > seen:
         on_progress(size_now - seen)
     moved = size_now - offset
-    if rc == 0:
+    # with every listed byte here, an `ssh` that then failed (e.g. EFBIG from the size cap) lost nothing we need:
+    # the hash decides whether those bytes are the listed file
+    if rc == 0 or (limit is not None and size_now >= limit):
         return Downloaded(sha256=sha, size=size, moved=moved)
     if "No space left" in err or "Disk quota" in err:
         raise OSError(errno.ENOSPC, f"No space left on device while writing {local}")

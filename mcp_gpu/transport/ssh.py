@@ -26,6 +26,8 @@ from asyncssh import config as ssh_config
 from mcp_gpu import log
 from mcp_gpu.errors import AuthError, CommandFailed, CommandTimeout, ConnectError, HostKeyError, TransportError
 from mcp_gpu.transport import (
+    DEFAULT_DEADLINE,
+    MAX_OUTPUT,
     Completed,
     Downloaded,
     LocalWriteError,
@@ -35,9 +37,18 @@ from mcp_gpu.transport import (
     monotonic,
     open_partial,
     openssh,
+    read_bounded,
 )
 
 _log = log.get("mcp_gpu.ssh")
+
+KEEPALIVE_COUNT = 3
+
+
+def keepalive_interval(keepalive: float, connect_timeout: float) -> float:
+    """Keepalive every connect_timeout/3 s (never more than `keepalive`, never under 1 s): KEEPALIVE_COUNT
+    missed replies then take about the connect timeout, the same time a fresh connection is given."""
+    return max(1.0, min(keepalive, connect_timeout / KEEPALIVE_COUNT))
 
 
 @dataclass(frozen=True)
@@ -137,111 +148,205 @@ def _cipher_preference() -> list[str]:
 
 
 class SSHTransport(ScriptMixin):
-    """One asyncssh connection per host, reused across calls; each command is its own channel."""
+    """One asyncssh connection per host, reused across calls; each command is its own channel.
+
+    Dead connections are found fast, because a frozen or blackholed host answers nothing and TCP alone never
+    says so: every channel open (the first round trip of any call) must be answered within the connect timeout,
+    else the connection is dropped and the call fails as unreachable; a connection idle for longer than
+    `idle_s` is not trusted and is replaced by a fresh one; keepalives run every connect_timeout/3 seconds (at
+    most `keepalive`), so a command already running on a host that froze fails within about the connect
+    timeout plus one interval. Every call has a deadline (`DEFAULT_DEADLINE` when it names none).
+    """
 
     kind: Literal["local", "ssh"] = "ssh"
 
     def __init__(self, host: str, target: str, *, config_paths: Sequence[str] = (), connect_timeout: float = 15,
-                 keepalive: float = 15) -> None:
+                 keepalive: float = 15, idle_s: float = 20, max_output: int = MAX_OUTPUT) -> None:
         self.host = host
         self.target = parse_target(target, config_paths)
         self._config_paths = _config_paths(config_paths)
         self._connect_timeout = connect_timeout
-        self._keepalive = keepalive
+        self._keepalive = keepalive_interval(keepalive, connect_timeout)
+        self._idle_s = idle_s
+        self._max_output = max_output
         self._conn: asyncssh.SSHClientConnection | None = None
-        self._lock = asyncio.Lock()
+        self._connecting: asyncio.Task[asyncssh.SSHClientConnection] | None = None
+        self._last_ok = 0.0
+        self._active = 0
         self.connects = 0
 
+    def _drop(self, conn: asyncssh.SSHClientConnection | None) -> None:
+        """Forget (and close, without waiting) a connection we no longer trust."""
+        if conn is not None:
+            conn.abort()
+        if self._conn is conn:
+            self._conn = None
+
     async def _connection(self) -> asyncssh.SSHClientConnection:
-        async with self._lock:
-            if self._conn is not None and not self._conn.is_closed():
-                return self._conn
-            t = self.target
-            kwargs: dict[str, Any] = {
-                "config": self._config_paths or None,
-                "connect_timeout": self._connect_timeout,
-                "keepalive_interval": self._keepalive,
-                "keepalive_count_max": 3,
-                "known_hosts": list(t.known_hosts) if any(Path(p).exists() for p in t.known_hosts) else (),
-                "encryption_algs": _cipher_preference(),
-            }
-            if t.user:
-                kwargs["username"] = t.user
-            host = t.spec.rsplit("@", 1)[-1].split(":")[0] if t.in_config else t.host
-            try:
-                self._conn = await asyncssh.connect(host, port=t.port, **kwargs)
-            except asyncssh.HostKeyNotVerifiable as exc:
-                raise _host_key_error(t) from exc
-            except asyncssh.PermissionDenied as exc:
-                raise AuthError(f"{self.host}: the server refused our key ({exc.reason})",
-                                hint="check IdentityFile/User in ~/.ssh/config and that the public key is in "
-                                     "the box's authorized_keys") from exc
-            except socket.gaierror as exc:
-                raise ConnectError(f"cannot resolve {t.host!r} (from {t.spec!r}): not an ~/.ssh/config alias "
-                                   f"and not a DNS name",
-                                   hint="add a Host entry to ~/.ssh/config, or pass user@host[:port]") from exc
-            except ConnectionRefusedError as exc:
-                raise ConnectError(f"{self.host}: connection refused at {t.host}:{t.port}",
-                                   hint="the SSH port is closed: is the instance running, and has the port "
-                                        "changed after a restart? Check the provider console") from exc
-            except TimeoutError as exc:
-                raise ConnectError(f"{self.host}: no answer from {t.host}:{t.port} within "
-                                   f"{self._connect_timeout:g}s", hint="the box may be down or firewalled; "
-                                   "retry later. This says nothing about your jobs") from exc
-            except (OSError, asyncssh.Error) as exc:
-                raise ConnectError(f"{self.host}: could not connect to {t.host}:{t.port}: {exc}",
-                                   hint="retry later; check the instance in the provider console") from exc
-            self.connects += 1
-            _log.debug("ssh_connected", host=self.host, target=f"{t.host}:{t.port}")
-            return self._conn
+        conn = self._conn
+        if conn is not None and not conn.is_closed():
+            if self._active > 1 or monotonic() - self._last_ok <= self._idle_s:
+                return conn
+            _log.debug("ssh_idle_reconnect", host=self.host, idle_s=round(monotonic() - self._last_ok, 1))
+            self._drop(conn)
+        # concurrent callers share one attempt: a blackholed host costs one connect timeout, not one per call
+        if self._connecting is None or self._connecting.done():
+            self._connecting = asyncio.ensure_future(self._connect())
+        task = self._connecting
+        conn = await asyncio.shield(task)
+        return conn
+
+    async def _connect(self) -> asyncssh.SSHClientConnection:
+        t = self.target
+        kwargs: dict[str, Any] = {
+            "config": self._config_paths or None,
+            "connect_timeout": self._connect_timeout,
+            "login_timeout": self._connect_timeout,
+            "keepalive_interval": self._keepalive,
+            "keepalive_count_max": KEEPALIVE_COUNT,
+            "known_hosts": list(t.known_hosts) if any(Path(p).exists() for p in t.known_hosts) else (),
+            "encryption_algs": _cipher_preference(),
+        }
+        if t.user:
+            kwargs["username"] = t.user
+        host = t.spec.rsplit("@", 1)[-1].split(":")[0] if t.in_config else t.host
+        try:
+            # asyncssh's connect_timeout does not cover a ProxyJump hop's own handshake: bound the whole of it
+            async with asyncio.timeout(self._connect_timeout + 1):
+                conn = await asyncssh.connect(host, port=t.port, **kwargs)
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise _host_key_error(t) from exc
+        except asyncssh.PermissionDenied as exc:
+            raise AuthError(f"{self.host}: the server refused our key ({exc.reason})",
+                            hint="check IdentityFile/User in ~/.ssh/config and that the public key is in "
+                                 "the box's authorized_keys") from exc
+        except socket.gaierror as exc:
+            raise ConnectError(f"cannot resolve {t.host!r} (from {t.spec!r}): not an ~/.ssh/config alias "
+                               f"and not a DNS name",
+                               hint="add a Host entry to ~/.ssh/config, or pass user@host[:port]") from exc
+        except ConnectionRefusedError as exc:
+            raise ConnectError(f"{self.host}: connection refused at {t.host}:{t.port}",
+                               hint="the SSH port is closed: is the instance running, and has the port "
+                                    "changed after a restart? Check the provider console") from exc
+        except TimeoutError as exc:
+            raise ConnectError(f"{self.host}: unreachable: no answer from {t.host}:{t.port} within "
+                               f"{self._connect_timeout:g}s", hint="the box may be down, frozen or firewalled; "
+                               "retry later. This says nothing about your jobs") from exc
+        except (OSError, asyncssh.Error) as exc:
+            raise ConnectError(f"{self.host}: could not connect to {t.host}:{t.port}: {exc}",
+                               hint="retry later; check the instance in the provider console") from exc
+        self.connects += 1
+        self._conn = conn
+        self._last_ok = monotonic()
+        _log.debug("ssh_connected", host=self.host, target=f"{t.host}:{t.port}")
+        return conn
+
+    def _unanswered(self, conn: asyncssh.SSHClientConnection, what: str) -> ConnectError:
+        self._drop(conn)
+        return ConnectError(f"{self.host}: unreachable: the open connection did not answer within "
+                            f"{self._connect_timeout:g}s ({what})",
+                            hint="the box froze or its network went away; the connection was dropped. Retry "
+                                 "later. This says nothing about your jobs")
+
+    async def _open(self, conn: asyncssh.SSHClientConnection, opener: Any, what: str) -> Any:
+        """Run a channel-opening coroutine (one round trip) with the connect timeout as its deadline."""
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                got = await opener
+        except TimeoutError:
+            raise self._unanswered(conn, what) from None
+        self._last_ok = monotonic()
+        return got
 
     async def run(self, argv: Sequence[str], *, stdin: bytes | str | None = None, timeout: float | None = None,
-                  check: bool = False) -> Completed:
+                  check: bool = False, max_output: int | None = None) -> Completed:
+        self._active += 1  # a connection with calls in flight is not idle: keepalives watch it meanwhile
+        try:
+            return await self._run(argv, stdin=stdin, timeout=timeout, check=check, max_output=max_output)
+        finally:
+            self._active -= 1
+
+    async def _run(self, argv: Sequence[str], *, stdin: bytes | str | None, timeout: float | None, check: bool,
+                   max_output: int | None) -> Completed:
         argv = tuple(argv)
         command = shlex.join(argv)
+        deadline = DEFAULT_DEADLINE if timeout is None else timeout
         conn = await self._connection()
         t0 = monotonic()
         try:
-            proc = await conn.create_process(command, encoding=None,
-                                             stdin=asyncssh.DEVNULL if stdin is None else asyncssh.PIPE)
-        except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, OSError) as exc:
-            self._conn = None
+            proc = await self._open(conn, conn.create_process(
+                command, encoding=None, stdin=asyncssh.DEVNULL if stdin is None else asyncssh.PIPE),
+                f"starting `{display(argv)}`")
+        except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
+            self._drop(conn)
             raise TransportError(f"{self.host}: SSH connection lost before `{display(argv)}` could start: {exc}",
                                  hint="retry; if it persists the box is unreachable (that is not a job failure)"
                                  ) from exc
         if stdin is not None:
             proc.stdin.write(stdin.encode() if isinstance(stdin, str) else stdin)
             proc.stdin.write_eof()
+        out, err = bytearray(), bytearray()
+        cap = self._max_output if max_output is None else max_output
+        truncated = False
         try:
-            result = await proc.wait(timeout=timeout)
-        except asyncssh.TimeoutError as exc:
-            proc.terminate()
+            async with asyncio.timeout(deadline):
+
+                async def take(stream: asyncssh.SSHReader[bytes], sink: bytearray) -> bool:
+                    cut = await read_bounded(stream, cap, sink)
+                    if cut:  # stop the writer now: the other stream only ends when the channel does
+                        with contextlib.suppress(OSError, asyncssh.Error):
+                            proc.terminate()
+                        proc.close()
+                    return cut
+
+                cut = await asyncio.gather(take(proc.stdout, out), take(proc.stderr, err))
+                truncated = any(cut)
+                if truncated:
+                    result = None
+                else:
+                    result = await proc.wait()
+        except TimeoutError as exc:
+            with contextlib.suppress(OSError, asyncssh.Error):
+                proc.terminate()
             proc.close()
-            raise CommandTimeout(f"{self.host}: `{display(argv)}` ran past {timeout:g}s",
+            raise CommandTimeout(f"{self.host}: `{display(argv)}` ran past {deadline:g}s",
                                  hint="the remote command was stopped; raise the timeout if it is legitimately slow"
                                  ) from exc
         except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
-            self._conn = None
+            self._drop(conn)
             raise TransportError(f"{self.host}: SSH connection lost during `{display(argv)}`",
                                  hint="the command's outcome is unknown; check again once the host answers") from exc
+        if result is None:
+            _log.warning("ssh_output_truncated", host=self.host, command=display(argv), cap=cap)
+            res = Completed(argv, None, None, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+                            monotonic() - t0, truncated=True)
+            return res.check() if check else res
         if result.returncode is None and result.exit_signal is None:
             # asyncssh returns normally with no status when the peer vanished mid-command.
-            self._conn = None
+            self._drop(conn)
             raise TransportError(f"{self.host}: SSH connection lost during `{display(argv)}`",
                                  hint="the command's outcome is unknown; check again once the host answers")
-        out = result.stdout or b""
-        err = result.stderr or b""
+        self._last_ok = monotonic()
         sig = result.exit_signal[0] if result.exit_signal else None
         status = result.exit_status if result.exit_status is not None and result.exit_status >= 0 else None
-        res = Completed(argv, status, sig, out.decode("utf-8", "replace") if isinstance(out, bytes) else out,
-                        err.decode("utf-8", "replace") if isinstance(err, bytes) else err, monotonic() - t0)
+        res = Completed(argv, status, sig, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+                        monotonic() - t0)
         return res.check() if check else res
 
     async def iter_file(self, path: str, *, offset: int = 0, block: int = 256 * 1024) -> AsyncIterator[bytes]:
         """Stream a remote file in order from `offset` over SFTP (several reads in flight)."""
+        self._active += 1
+        try:
+            async for chunk in self._iter_file(path, offset=offset, block=block):
+                yield chunk
+        finally:
+            self._active -= 1
+
+    async def _iter_file(self, path: str, *, offset: int, block: int) -> AsyncIterator[bytes]:
         conn = await self._connection()
         try:
-            async with conn.start_sftp_client() as sftp:
+            sftp = await self._open(conn, conn.start_sftp_client(), "starting SFTP")
+            async with sftp:
                 block = min(block, sftp.limits.max_read_len)
                 async with sftp.open(path, "rb") as f:
                     pos = offset
@@ -267,30 +372,46 @@ class SSHTransport(ScriptMixin):
         except (asyncssh.SFTPError, asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
             if isinstance(exc, asyncssh.SFTPError) and exc.code == asyncssh.FX_NO_SUCH_FILE:
                 raise FileNotFoundError(path) from exc
-            self._conn = None
+            self._drop(conn)
             raise TransportError(f"{self.host}: transfer of {path} interrupted: {exc}",
                                  hint="run the same call again: the pull resumes where it stopped") from exc
 
     async def download(self, remote: str, local: str, *, offset: int = 0, on_progress: ProgressFn | None = None,
-                       inflight: int = 32) -> Downloaded:
+                       size: int | None = None, inflight: int = 32) -> Downloaded:
+        self._active += 1
+        try:
+            return await self._download(remote, local, offset=offset, on_progress=on_progress, size=size,
+                                        inflight=inflight)
+        finally:
+            self._active -= 1
+
+    async def _download(self, remote: str, local: str, *, offset: int, on_progress: ProgressFn | None,
+                        size: int | None, inflight: int) -> Downloaded:
         """Pull `remote` into `local` from `offset`: through the OpenSSH client when it is installed (C crypto,
         see openssh.py), else over SFTP with `inflight` reads of the server's maximum size in flight. Either way
-        bytes are written and hashed strictly in order, so `local` always ends at a clean resume point."""
-        argv = openssh.argv_for(self.target, self._config_paths,
-                                shlex.join(["tail", "-c", f"+{offset + 1}", "--", remote]),
+        bytes are written and hashed strictly in order, so `local` always ends at a clean resume point, and
+        never past `size` (the listed size) when one is given."""
+        remote_cmd = shlex.join(["tail", "-c", f"+{offset + 1}", "--", remote])
+        if size is not None:
+            # cut on the box too, so a file that grows (or never ends) does not even cross the link
+            remote_cmd += " | " + shlex.join(["head", "-c", str(max(0, size - offset))])
+        argv = openssh.argv_for(self.target, self._config_paths, remote_cmd,
                                 connect_timeout=self._connect_timeout, keepalive=self._keepalive)
         if argv is not None:
-            return await openssh.download(argv, self.host, remote, local, offset, on_progress)
+            return await openssh.download(argv, self.host, remote, local, offset, on_progress, limit=size)
         digest = hashlib.sha256()
         moved = 0
         pending: collections.deque[asyncio.Future[bytes]] = collections.deque()
+        conn: asyncssh.SSHClientConnection | None = None
         try:
             conn = await self._connection()
-            async with conn.start_sftp_client() as sftp:
+            sftp = await self._open(conn, conn.start_sftp_client(), "starting SFTP")
+            async with sftp:
                 block = int(sftp.limits.max_read_len or 32768)
                 # block_size=0: each read is one SFTP request (we pipeline them), not asyncssh's own task fan-out
                 async with sftp.open(remote, "rb", block_size=0) as f:
-                    size = int((await f.stat()).size or 0)
+                    remote_size = int((await f.stat()).size or 0)
+                    size = remote_size if size is None else min(size, remote_size)
                     lf = await anyio.to_thread.run_sync(open_partial, local, offset, digest)
                     try:
                         pos = offset
@@ -333,7 +454,7 @@ class SSHTransport(ScriptMixin):
             if isinstance(exc, asyncssh.SFTPError) and exc.code == asyncssh.FX_PERMISSION_DENIED:
                 raise CommandFailed(f"{self.host}: permission denied reading {remote}",
                                     hint="the remote user cannot read this file; fix its permissions") from exc
-            self._conn = None
+            self._drop(conn)
             raise TransportError(f"{self.host}: transfer of {remote} interrupted after {moved} bytes: {exc}",
                                  hint="run the same call again: the pull resumes where it stopped") from exc
         finally:
@@ -344,6 +465,10 @@ class SSHTransport(ScriptMixin):
         return Downloaded(sha256=digest.hexdigest(), size=size_now, moved=moved)
 
     async def aclose(self) -> None:
+        if self._connecting is not None and not self._connecting.done():
+            self._connecting.cancel()
+            with contextlib.suppress(BaseException):
+                await self._connecting
         if self._conn is not None:
             self._conn.close()
             with anyio.move_on_after(5):
