@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 Severity = Literal["info", "warn", "error", "critical"]
 Verdict = Literal["pass", "warn", "fail"]
@@ -118,6 +118,42 @@ class JobRecord(BaseModel):
     exit_signal: str | None = None
     log_offset: int = 0
     last_patrol: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobHandle(BaseModel):
+    """What a backend needs to find its job again, typed. Stored as the same `handle_json` column; old rows
+    spelled the tmux fields `socket`/`session` and are read as such. Unknown keys are kept."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    backend: str | None = None
+    tmux_socket: str | None = Field(default=None, validation_alias=AliasChoices("tmux_socket", "socket"))
+    tmux_session: str | None = Field(default=None, validation_alias=AliasChoices("tmux_session", "session"))
+    pgid: int | None = None
+    grace_s: float | None = None
+    slurm_job_id: str | None = None
+    cluster: str | None = None
+    batch_script: str | None = None
+    sbatch_argv: list[str] | None = None
+    k8s_job: str | None = None
+    namespace: str | None = None
+    context: str | None = None
+    secret: str | None = None
+    uid: str | None = None
+
+    @classmethod
+    def of(cls, raw: dict[str, Any] | JobHandle | None) -> JobHandle:
+        if isinstance(raw, JobHandle):
+            return raw
+        data = dict(raw or {})
+        pg = data.get("pgid")
+        if pg is not None and not (isinstance(pg, int) or str(pg).isdigit()):
+            data["pgid"] = None
+        return cls.model_validate(data)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form: canonical field names, unset fields left out."""
+        return self.model_dump(exclude_none=True)
 
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")

@@ -255,16 +255,13 @@ class KubernetesBackend:
         return handle
 
     async def observe(self, t: Transport, handle: dict[str, Any], layout: RunLayout) -> Observation:
-        base, name = self._base(handle), _name(handle)
-        res = await t.run([*base, "get", "job", name, "-o", "json"], timeout=60)
-        if not res.ok:
-            if "NotFound" in res.stderr or "not found" in res.stderr:
-                return parse_observation(None, {})
-            return Observation(alive=None, detail=f"kubectl get job failed: {' | '.join(res.tail(2))}")
-        job = json.loads(res.stdout)
-        pods_res = await t.run([*base, "get", "pods", "-l", f"job-name={name}", "-o", "json"], timeout=60)
-        pods = json.loads(pods_res.stdout) if pods_res.ok and pods_res.stdout.strip() else {}
-        return parse_observation(job, pods)
+        from mcp_gpu.backends import observe
+
+        _name(handle)
+        jo, v = await observe.observe_one(t, observe.target_for(self.name, handle, layout.run_dir))
+        if jo.scheduler is not None and v.kind == "unknown":
+            return jo.scheduler
+        return observe.to_observation(jo, v)
 
     async def cancel(self, t: Transport, handle: dict[str, Any], layout: RunLayout) -> None:
         base, name = self._base(handle), _name(handle)

@@ -60,16 +60,6 @@ while IFS= read -r -d '' kv; do export "$kv"; done
 exec sbatch "$@"
 """
 
-# One round trip: live state, accounting (or scontrol when accounting is off), and the wrapper's exit file.
-OBSERVE = r"""id=$1 rd=$2
-printf 'squeue=%s\n' "$(squeue -h -j "$id" -o %T 2>/dev/null | head -n1)"
-acct=$(sacct -X -n -P -j "$id" --format=JobID,State,ExitCode 2>/dev/null | awk -F'|' -v id="$id" '$1==id' | tail -n1)
-if [ -n "$acct" ]; then printf 'sacct=%s\n' "$acct"
-else printf 'scontrol=%s\n' "$(scontrol -o show job "$id" 2>/dev/null | head -n1)"; fi
-printf 'exit_code=%s\n' "$(head -c 64 "$rd/exit_code" 2>/dev/null | head -n1)"
-hb=; [ -f "$rd/heartbeat" ] && hb=$(( $(date +%s) - $(stat -c %Y -- "$rd/heartbeat" 2>/dev/null || date +%s) ))
-printf 'heartbeat_age=%s\n' "$hb"
-"""
 
 LIVE = {"PENDING": JobState.launching, "CONFIGURING": JobState.launching, "REQUEUED": JobState.launching,
         "REQUEUE_HOLD": JobState.launching, "REQUEUE_FED": JobState.launching, "RESV_DEL_HOLD": JobState.launching,
@@ -200,6 +190,7 @@ def _exit_of(code: str) -> tuple[int | None, str | None]:
 
 
 def parse_observation(text: str) -> Observation:
+    """The text of `probes/lib/slurm.sh`'s `slurm_observe` (key=value lines) as an Observation."""
     fields = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
     live = fields.get("squeue", "").strip()
     state, code = "", ""
@@ -269,8 +260,11 @@ class SlurmBackend:
         return handle
 
     async def observe(self, t: Transport, handle: dict[str, Any], layout: RunLayout) -> Observation:
-        res = await t.run_script(OBSERVE, [_job_id(handle), layout.run_dir], timeout=60)
-        return parse_observation(res.stdout)
+        from mcp_gpu.backends import observe
+
+        _job_id(handle)
+        jo, v = await observe.observe_one(t, observe.target_for(self.name, handle, layout.run_dir))
+        return jo.scheduler if jo.scheduler is not None and v.kind == "unknown" else observe.to_observation(jo, v)
 
     async def cancel(self, t: Transport, handle: dict[str, Any], layout: RunLayout) -> None:
         """`scancel`: the job gets SIGTERM, then SIGKILL after the cluster's KillWait. Already gone is fine."""

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 from mcp_gpu.backends import LaunchSpec, RunLayout
 from mcp_gpu.backends._detached import DEFAULT_HEARTBEAT_S, DetachedBackend
 from mcp_gpu.backends.wrapper import FEED
-from mcp_gpu.models import check_name
+from mcp_gpu.models import JobHandle, check_name
 
 DEFAULT_SOCKET = "mcp-gpu"
 
@@ -34,7 +34,8 @@ class TmuxBackend(DetachedBackend):
         session = check_name(spec.job_id, "tmux session name")
         hb = str(int(spec.options.get("heartbeat_s", DEFAULT_HEARTBEAT_S)))
         return ([sock, session, layout.run_dir, script_path, spec.workdir, hb],
-                {"socket": sock, "session": session})
+                {"tmux_socket": sock, "tmux_session": session})
 
     def session_args(self, handle: dict[str, Any]) -> list[str]:
-        return [str(handle.get("socket") or DEFAULT_SOCKET), str(handle.get("session") or "")]
+        h = JobHandle.of(handle)
+        return [h.tmux_socket or DEFAULT_SOCKET, h.tmux_session or ""]

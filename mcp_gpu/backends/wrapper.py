@@ -120,20 +120,6 @@ pid_alive() {
 session_alive() { [ -n "${sock:-}" ] && tmux -L "$sock" has-session -t "=$sess" 2>/dev/null; }
 """
 
-# Args: RUN_DIR [TMUX_SOCKET TMUX_SESSION]. Prints key=value lines.
-OBSERVE = "set -u\nrd=$1 sock=${2:-} sess=${3:-}\n" + _GROUP + r"""
-ec=; [ -f "$rd/exit_code" ] && ec=$(head -c 200 -- "$rd/exit_code" | head -n 1)
-pid=$(cat -- "$rd/pid" 2>/dev/null) pg=$(cat -- "$rd/pgid" 2>/dev/null)
-pa=0; pid_alive "$pid" && pa=1
-ga=$pa; [ "$pa" = 1 ] || { group_alive "$pg" && ga=1; }
-sa=-; [ -n "$sock" ] && { sa=0; session_alive && sa=1; }
-hb=-; [ -f "$rd/heartbeat" ] && hb=$(( $(date +%s) - $(stat -c %Y -- "$rd/heartbeat" 2>/dev/null || date +%s) ))
-cx=; [ -f "$rd/cancelled" ] && cx=$(head -c 100 -- "$rd/cancelled")
-rdok=0; [ -d "$rd" ] && rdok=1
-printf 'exit=%s\npid_alive=%s\ngroup_alive=%s\nsession=%s\nheartbeat_age=%s\ncancelled=%s\nrun_dir=%s\n' \
-  "$ec" "$pa" "$ga" "$sa" "$hb" "$cx" "$rdok"
-"""
-
 # Args: RUN_DIR GRACE_S PGID_HINT [TMUX_SOCKET TMUX_SESSION]. TERM to the whole process group, grace, then KILL.
 CANCEL = "set -u\nrd=$1 grace=$2 hint=$3 sock=${4:-} sess=${5:-}\n" + _GROUP + r"""
 pg=$(cat -- "$rd/pgid" 2>/dev/null)

@@ -22,7 +22,7 @@ from mcp_gpu.backends import Backend, LaunchSpec, Observation, RunLayout
 from mcp_gpu.backends.registry import choose_backend
 from mcp_gpu.backends.wrapper import ENV_NAME_RE, PREPARE, WRAPPER, command_sha, normalise_command, parse_kv
 from mcp_gpu.errors import CommandFailed, ConfigError, GateRefused, GpuError
-from mcp_gpu.lifecycle.jobs import refresh_job, state_from
+from mcp_gpu.lifecycle.jobs import clean_lines, refresh_job, state_from
 from mcp_gpu.models import Finding, JobRecord, JobState, check_name, finding, iso
 from mcp_gpu.store import jobs as jobstore
 from mcp_gpu.transport import Transport, monotonic
@@ -108,7 +108,7 @@ def _has_traceback(lines: list[str]) -> bool:
 
 async def _log_lines(t: Transport, layout: RunLayout) -> list[str]:
     data = await t.read_tail(layout.log, 256 * 1024)
-    lines = [log.scrub(x.rstrip("\r").rsplit("\r", 1)[-1]) for x in data.decode("utf-8", "replace").split("\n")]
+    lines = clean_lines(data)  # remote text: secrets scrubbed, escape and control sequences stripped
     if lines and lines[-1] == "":
         lines.pop()
     return lines

@@ -1,5 +1,8 @@
 """Phase 4: patrol every job on every host: one probe per host, all hosts at once, always a report.
 
+Each host gets ONE run of the observation probe (`backends.observe`) for all its jobs; `verdict` decides each
+job's liveness, `patrol_eval` the rest.
+
 A host we cannot reach makes its jobs `unreachable` — an observation, never a verdict: nothing is marked
 failed and nothing destructive is suggested. Only log bytes new since the last patrol are read and triaged,
 so an error already reported never re-escalates.
@@ -15,8 +18,8 @@ from pydantic import BaseModel, Field
 
 from mcp_gpu import log
 from mcp_gpu.app import App
+from mcp_gpu.backends import observe as obs_path
 from mcp_gpu.errors import GpuError, NotFoundError
-from mcp_gpu.lifecycle import patrol_probe as probe
 from mcp_gpu.lifecycle.patrol_eval import JobPatrol, evaluate
 from mcp_gpu.models import JobRecord, iso
 from mcp_gpu.store import jobs as jobs_repo
@@ -32,6 +35,8 @@ class HostPatrol(BaseModel):
     duration_s: float
     error: str | None = None
     oom_kills: int | None = None
+    answer_bytes: int | None = None
+    probe_cpu_s: float | None = Field(default=None, description="CPU time the probe used on the host")
 
 
 class PatrolReport(BaseModel):
@@ -61,8 +66,8 @@ async def _patrol_host(app: App, host: str, jobs: list[JobRecord], out: dict[str
     t0 = time.monotonic()
     try:
         t = await app.transport(host)
-        res = await t.run_script(probe.script(), probe.build_args(jobs), timeout=app.settings.command_timeout)
-        facts = probe.parse(res.stdout)
+        facts = await obs_path.observe_host(t, [obs_path.target_of(j) for j in jobs],
+                                            timeout=max(app.settings.command_timeout, 120))
         out[host] = ("ok", facts, time.monotonic() - t0)
     except GpuError as err:
         _log.info("patrol_host_unreachable", host=host, code=err.code, message=err.message)
@@ -92,11 +97,12 @@ async def patrol(app: App, job_ids: list[str] | None = None, *, stall_floor_s: f
                 job_reports.append(await evaluate(app, j, None, None, unreachable=str(payload.message),
                                                   stall_floor_s=stall_floor_s))
             continue
-        hf, facts = payload
+        hf: obs_path.HostObservation = payload
         host_reports.append(HostPatrol(host=host, reachable=True, jobs=len(jobs), round_trips=1,
-                                       duration_s=round(dt, 3), oom_kills=hf.oom_kill))
+                                       duration_s=round(dt, 3), oom_kills=hf.oom_kill, answer_bytes=hf.answer_bytes,
+                                       probe_cpu_s=hf.cpu_s, error="; ".join(hf.errors)[:300] or None))
         for j in jobs:
-            job_reports.append(await evaluate(app, j, hf, facts.get(j.id), stall_floor_s=stall_floor_s))
+            job_reports.append(await evaluate(app, j, hf, hf.jobs.get(j.id), stall_floor_s=stall_floor_s))
 
     by_id = {j.id: j for j in selected}
     for r in job_reports:

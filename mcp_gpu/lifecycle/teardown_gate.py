@@ -1,8 +1,10 @@
-"""The Iron-Law gate of teardown, re-checked with ONE fresh probe of the host.
+"""The Iron-Law gate of teardown, re-checked with a fresh look at the host.
 
-The probe (a static script, arguments as argv) reads each registered job's run directory as the wrapper writes
-it (`exit_code`, `pid`, `pgid`, the tmux session) and, in the same round trip, lists the newest checkpoint-like
-file under the paths each job's latest manifest verified (`artifacts.listing.PROBE` in `newest` mode). The gate
+Liveness comes from the one observation path (`backends.observe`: one probe for every registered job of the
+host, `verdict` per job: a job whose process group lives is running whatever its files say). Alongside, on the
+same connection, the listing probe finds the newest checkpoint-like file under the paths each job's latest
+manifest verified (`artifacts.listing.PROBE` in `newest` mode). The observation also reports the run dirs found
+under the host's run roots (`HostObservation.discovered`), including those the registry does not know. The gate
 passes only when no job is still running (unless `allow_running`) and every job has a verified manifest with
 `all_ok` that no newer remote checkpoint has made stale. Otherwise `GateRefused` lists exactly what is missing
 and the call that fixes each. The snapshot (jobs, their observed states, manifest ids, newest checkpoint mtimes)
@@ -15,39 +17,19 @@ import json
 import posixpath
 from typing import Any, Literal
 
+import anyio
 from pydantic import BaseModel, Field
 
 from mcp_gpu.app import App
 from mcp_gpu.artifacts.listing import PROBE as LIST_PROBE
 from mcp_gpu.artifacts.listing import Newest, check_roots, is_checkpoint_like, parse_listing
 from mcp_gpu.artifacts.manifest import ManifestRecord, latest_manifest, stale_reason
-from mcp_gpu.backends import RunLayout
-from mcp_gpu.backends.wrapper import _GROUP, parse_exit
-from mcp_gpu.errors import CommandFailed, GateRefused, GpuError, TransportError
+from mcp_gpu.backends import observe as obs_path
+from mcp_gpu.errors import GateRefused, GpuError
 from mcp_gpu.models import JobRecord
 from mcp_gpu.store import jobs
 
 ProbeState = Literal["running", "exited", "dead", "missing", "unknown"]
-_FIELDS_PER_JOB = 7
-_DETACHED = ("tmux", "nohup")
-
-# Args: LIST_PROBE N  then N × (RUN_DIR TMUX_SOCKET TMUX_SESSION)  then the roots to list (newest mode).
-GATE_PROBE = "set -u\nprobe=$1 n=$2; shift 2\n" + _GROUP + r"""
-i=0
-while [ "$i" -lt "$n" ]; do
-  rd=$1 sock=$2 sess=$3; shift 3
-  ec=; [ -f "$rd/exit_code" ] && ec=$(head -c 200 -- "$rd/exit_code" | head -n 1 | tr -cd 'A-Za-z0-9 -')
-  pid=$(cat -- "$rd/pid" 2>/dev/null) pg=$(cat -- "$rd/pgid" 2>/dev/null)
-  pa=0; pid_alive "$pid" && pa=1
-  ga=0; group_alive "$pg" && ga=1
-  sa=-; [ -n "$sock" ] && { sa=0; session_alive && sa=1; }
-  rdok=0; [ -d "$rd" ] && rdok=1
-  printf 'J\0%s\0%s\0%s\0%s\0%s\0%s\0' "$i" "$ec" "$pa" "$ga" "$sa" "$rdok"
-  i=$((i + 1))
-done
-[ "$#" -gt 0 ] && bash -c "$probe" mcp-gpu-list newest 0 "$@"
-exit 0
-"""
 
 
 class GateJob(BaseModel):
@@ -78,6 +60,8 @@ class Gate(BaseModel):
     jobs: list[GateJob]
     missing: list[Missing]
     running: list[str] = Field(default_factory=list, description="job ids still running (allowed or not)")
+    discovered: list[str] = Field(default_factory=list, description="job ids of the run dirs found on the host "
+                                                                    "(registered or not)")
 
     @property
     def passed(self) -> bool:
@@ -121,33 +105,22 @@ def _newest(files: list[Any], roots: list[str]) -> Newest | None:
     return Newest(name=posixpath.join(top.root, top.rel), mtime=top.mtime)
 
 
-def _state(fields: list[str]) -> tuple[ProbeState, int | None]:
-    _tag, _i, ec, pa, ga, sa, rdok = fields
-    if rdok != "1":
-        return "missing", None
-    if ec:
-        code, _sig = parse_exit(ec)
-        return "exited", code
-    if "1" in (pa, ga, sa):
+def state_of(v: obs_path.Verdict) -> tuple[ProbeState, int | None]:
+    """The gate's words for a verdict of the observation path."""
+    if v.kind == "running":
         return "running", None
-    return "dead", None
+    if v.kind in ("exited", "cancelled"):
+        return "exited", v.exit_code
+    if v.kind == "gone":
+        return ("missing", None) if v.run_dir_missing else ("dead", None)
+    return "unknown", None
 
 
-async def _observe_scheduler(app: App, t: Any, rec: JobRecord) -> tuple[ProbeState, int | None]:
-    """Slurm/Kubernetes: the scheduler knows more than the run dir (pending jobs, pods on other nodes)."""
-    from mcp_gpu.backends.registry import get_backend
-
-    try:
-        obs = await get_backend(rec.backend).observe(t, rec.handle, RunLayout(rec.run_dir))
-    except TransportError:
-        raise
-    except GpuError:
-        return "unknown", None
-    if obs.alive:
-        return "running", None
-    if obs.alive is None:
-        return "unknown", None
-    return ("exited", obs.exit_code) if obs.exit_code is not None else ("dead", None)
+def run_roots(recs: list[JobRecord]) -> list[str]:
+    """Where run dirs live on the host: the default root and the parent of every known run dir."""
+    roots = ["~/.mcp-gpu/runs"]
+    roots += [posixpath.dirname(r.run_dir.rstrip("/")) for r in recs if r.run_dir.startswith("/")]
+    return list(dict.fromkeys(roots))
 
 
 async def probe_gate(app: App, host: str, names: list[str], *, allow_running: bool) -> Gate:
@@ -159,26 +132,32 @@ async def probe_gate(app: App, host: str, names: list[str], *, allow_running: bo
     files: list[Any] = []
     if recs:
         t = await app.transport(host)
-        args = [LIST_PROBE, str(len(recs))]
-        for r in recs:
-            sock, sess = ((str(r.handle.get("socket") or "mcp-gpu"), str(r.handle.get("session") or ""))
-                          if r.backend == "tmux" and r.handle.get("session") else ("", ""))
-            args += [r.run_dir, sock, sess]
         all_roots = list(dict.fromkeys(x for r in recs for x in roots[r.id]))
-        res = await t.run_script(GATE_PROBE, [*args, *all_roots], timeout=max(app.settings.command_timeout, 120))
-        parts = res.stdout.split("\0", _FIELDS_PER_JOB * len(recs))
-        if len(parts) < _FIELDS_PER_JOB * len(recs):
-            raise CommandFailed(f"{host}: the teardown gate probe's output was cut short",
-                                hint="run request_teardown again", data={"stderr": res.tail(3)})
-        for i, r in enumerate(recs):
-            states[r.id] = _state(parts[i * _FIELDS_PER_JOB:(i + 1) * _FIELDS_PER_JOB])
-        rest = parts[-1] if len(parts) > _FIELDS_PER_JOB * len(recs) else ""
-        if all_roots:
-            files = parse_listing(rest, all_roots).files
+        timeout = max(app.settings.command_timeout, 120)
+        got: dict[str, Any] = {}
+
+        async def _observe() -> None:
+            got["obs"] = await obs_path.observe_host(t, [obs_path.target_of(r) for r in recs],
+                                                     roots=run_roots(recs), timeout=timeout)
+
+        async def _list() -> None:
+            if all_roots:
+                res = await t.run_script(LIST_PROBE, ["newest", "0", *all_roots], timeout=timeout)
+                got["files"] = parse_listing(res.stdout, all_roots).files
+
+        async with anyio.create_task_group() as tg:  # two channels of one connection
+            tg.start_soon(_observe)
+            tg.start_soon(_list)
+        host_obs: obs_path.HostObservation = got["obs"]
+        files = got.get("files", [])
         for r in recs:
-            if r.backend not in _DETACHED and states[r.id][0] != "exited":
-                states[r.id] = await _observe_scheduler(app, t, r)
-    return judge(host, recs, manifests, roots, states, files, allow_running=allow_running)
+            states[r.id] = state_of(obs_path.verdict(host_obs.jobs.get(r.id)))
+        discovered = host_obs.discovered
+    else:
+        discovered = []
+    gate = judge(host, recs, manifests, roots, states, files, allow_running=allow_running)
+    gate.discovered = discovered
+    return gate
 
 
 def judge(host: str, recs: list[JobRecord], manifests: dict[str, ManifestRecord | None], roots: dict[str, list[str]],
