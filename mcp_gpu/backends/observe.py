@@ -148,8 +148,14 @@ class JobObservation:
 
     @property
     def bytes_free(self) -> int | None:
-        vals = [f.bytes_free for f in self.fs_facts() if f.bytes_total > 0]
-        return min(vals) if vals else None
+        """The least free bytes among the job's filesystems that are more than half used: a small filesystem
+        that is mostly empty is not short of bytes whatever its size (a 64 MiB tmpfs out of inodes with all its
+        bytes free is inode-exhausted, not full)."""
+        vals = [f.bytes_free for f in self.fs_facts() if f.bytes_total > 0 and f.bytes_free * 2 < f.bytes_total]
+        if vals:
+            return min(vals)
+        sized = [f.bytes_free for f in self.fs_facts() if f.bytes_total > 0]
+        return max(sized) if sized else None
 
     @property
     def inodes_free(self) -> int | None:

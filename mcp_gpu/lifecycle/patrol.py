@@ -39,14 +39,50 @@ class HostPatrol(BaseModel):
     probe_cpu_s: float | None = Field(default=None, description="CPU time the probe used on the host")
 
 
+SUMMARY_CAP = 40  # job lines in the summary (problems first); the rest are counted
+CHANGED_CAP = 20
+JOBS_CAP = 50  # job records in the bounded report a tool answers with
+PROBLEM_STATES = ("failed", "lost", "preempted", "stalled", "unknown", "unreachable")
+
+
 class PatrolReport(BaseModel):
     at: str
     duration_s: float
-    summary: list[str] = Field(description="one line per job; detail only where something is wrong")
-    changed: list[str] = Field(description="what changed since the last patrol")
+    counts: dict[str, int] = Field(default_factory=dict, description="jobs per state")
+    summary: list[str] = Field(description="one line per job, problems first, at most 40; the rest counted")
+    changed: list[str] = Field(description="what changed since the last patrol (at most 20 listed)")
     next: str = Field(description="the next step for the agent")
-    jobs: list[JobPatrol]
+    jobs: list[JobPatrol] = Field(description="problems first; capped in a tool's answer (see jobs_omitted)")
+    jobs_total: int = 0
+    jobs_omitted: int = Field(default=0, description="job records left out of this answer (patrol them by id)")
     hosts: list[HostPatrol]
+
+    def bounded(self, cap: int = JOBS_CAP) -> PatrolReport:
+        """The same report with at most `cap` job records (problems first): what a tool answers with."""
+        if len(self.jobs) <= cap:
+            return self
+        return self.model_copy(update={"jobs": self.jobs[:cap], "jobs_omitted": len(self.jobs) - cap})
+
+
+def _problem_rank(r: JobPatrol) -> int:
+    if r.state in PROBLEM_STATES:
+        return 0
+    if any(f.severity in ("error", "critical") for f in r.findings) or r.silent_s is not None:
+        return 1
+    if r.changed:
+        return 2
+    return 3
+
+
+def _summary(ordered: list[JobPatrol], counts: dict[str, int]) -> list[str]:
+    lines = [r.line for r in ordered[:SUMMARY_CAP]]
+    if len(ordered) > SUMMARY_CAP:
+        rest: dict[str, int] = {}
+        for r in ordered[SUMMARY_CAP:]:
+            rest[r.state] = rest.get(r.state, 0) + 1
+        lines.append(f"… {len(ordered) - SUMMARY_CAP} more job(s) not listed: "
+                     + ", ".join(f"{n} {st}" for st, n in sorted(rest.items())))
+    return lines or ["no jobs to patrol"]
 
 
 def select_jobs(app: App, job_ids: list[str] | None) -> list[JobRecord]:
@@ -108,10 +144,16 @@ async def patrol(app: App, job_ids: list[str] | None = None, *, stall_floor_s: f
     for r in job_reports:
         if r.state == "preempted" and r.changed:
             await _maybe_relaunch(app, by_id[r.job_id], r)
-    changed = [f"{r.name}@{r.host}: {r.previous_state} → {r.state}" for r in job_reports if r.changed]
-    report = PatrolReport(at=iso(), duration_s=round(time.monotonic() - t0, 3),
-                          summary=[r.line for r in job_reports] or ["no jobs to patrol"], changed=changed,
-                          next=_next_step(job_reports), jobs=job_reports, hosts=host_reports)
+    ordered = sorted(job_reports, key=_problem_rank)  # stable: hosts' order kept within a rank
+    counts: dict[str, int] = {}
+    for r in ordered:
+        counts[r.state] = counts.get(r.state, 0) + 1
+    changed = [f"{r.name}@{r.host}: {r.previous_state} → {r.state}" for r in ordered if r.changed]
+    if len(changed) > CHANGED_CAP:
+        changed = [*changed[:CHANGED_CAP], f"… and {len(changed) - CHANGED_CAP} more"]
+    report = PatrolReport(at=iso(), duration_s=round(time.monotonic() - t0, 3), counts=counts,
+                          summary=_summary(ordered, counts), changed=changed, next=_next_step(ordered),
+                          jobs=ordered, jobs_total=len(ordered), hosts=host_reports)
     return report
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import re
+from collections.abc import Callable
 
 _INCLUDE = re.compile(r"^# include: (?P<path>[A-Za-z0-9_./-]+\.sh)\s*$", re.M)
 
@@ -20,18 +21,19 @@ def _read(path: str) -> str:
     return importlib.resources.files(__name__).joinpath(path).read_text(encoding="utf-8")
 
 
-@functools.cache
-def load(name: str) -> str:
-    """The probe `name` (a path under mcp_gpu/probes/) with its includes expanded."""
-    done: set[str] = set()
+def assemble(name: str, read: Callable[[str], str]) -> str:
+    """`name`'s text with every include line replaced by the included file (read through `read`)."""
+    done: set[str] = {name}
 
     def expand(path: str, stack: tuple[str, ...]) -> str:
         if path in stack:
             raise ValueError(f"probe include cycle: {' -> '.join((*stack, path))}")
-        text = _read(path)
+        text = read(path)
 
         def sub(m: re.Match[str]) -> str:
             inc = m.group("path")
+            if inc in stack or inc == path:
+                raise ValueError(f"probe include cycle: {' -> '.join((*stack, path, inc))}")
             if inc in done:
                 return f"# (included above: {inc})"
             done.add(inc)
@@ -39,5 +41,10 @@ def load(name: str) -> str:
 
         return _INCLUDE.sub(sub, text)
 
-    done.add(name)
     return expand(name, ())
+
+
+@functools.cache
+def load(name: str) -> str:
+    """The probe `name` (a path under mcp_gpu/probes/) with its includes expanded."""
+    return assemble(name, _read)
