@@ -39,6 +39,7 @@ class HostPatrol(BaseModel):
     probe_cpu_s: float | None = Field(default=None, description="CPU time the probe used on the host")
 
 
+RECORD_BATCH = 250
 SUMMARY_CAP = 40  # job lines in the summary (problems first); the rest are counted
 CHANGED_CAP = 20
 JOBS_CAP = 50  # job records in the bounded report a tool answers with
@@ -129,16 +130,19 @@ async def patrol(app: App, job_ids: list[str] | None = None, *, stall_floor_s: f
         if status == "unreachable":
             host_reports.append(HostPatrol(host=host, reachable=False, jobs=len(jobs), round_trips=1,
                                            duration_s=round(dt, 3), error=str(payload.message)))
-            for j in jobs:
-                job_reports.append(await evaluate(app, j, None, None, unreachable=str(payload.message),
-                                                  stall_floor_s=stall_floor_s))
+            with app.store.atomic():
+                for j in jobs:
+                    job_reports.append(evaluate(app, j, None, None, unreachable=str(payload.message),
+                                                stall_floor_s=stall_floor_s))
             continue
         hf: obs_path.HostObservation = payload
         host_reports.append(HostPatrol(host=host, reachable=True, jobs=len(jobs), round_trips=1,
                                        duration_s=round(dt, 3), oom_kills=hf.oom_kill, answer_bytes=hf.answer_bytes,
                                        probe_cpu_s=hf.cpu_s, error="; ".join(hf.errors)[:300] or None))
-        for j in jobs:
-            job_reports.append(await evaluate(app, j, hf, hf.jobs.get(j.id), stall_floor_s=stall_floor_s))
+        for k in range(0, len(jobs), RECORD_BATCH):  # one registry transaction per batch, not per job
+            with app.store.atomic():
+                for j in jobs[k:k + RECORD_BATCH]:
+                    job_reports.append(evaluate(app, j, hf, hf.jobs.get(j.id), stall_floor_s=stall_floor_s))
 
     by_id = {j.id: j for j in selected}
     for r in job_reports:

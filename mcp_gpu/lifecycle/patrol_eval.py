@@ -127,8 +127,11 @@ class JobPatrol(BaseModel):
     evidence: list[str] = Field(default_factory=list, description="why the verdict (alive/exited/...) is what it is")
 
 
+PROGRESS_TAIL = 200  # progress is read from the newest lines only (a 256 KiB chunk may hold thousands)
+
+
 def _progress(lines: list[str]) -> ProgressView | None:
-    p = prog.latest_progress(lines)
+    p = prog.latest_progress(lines[-PROGRESS_TAIL:])
     if p is None:
         return None
     return ProgressView(step=p.step, total=p.total, epoch=p.epoch, loss=p.loss, lr=p.lr, rate=p.rate, eta_s=p.eta_s)
@@ -166,7 +169,7 @@ def _remembered(mem: PatrolMemory, tri_primary: str, findings: list[Finding], st
     return cause.cls, [kept, *rest]
 
 
-async def evaluate(app: App, job: JobRecord, host: HostObservation | None, o: JobObservation | None, *,
+def evaluate(app: App, job: JobRecord, host: HostObservation | None, o: JobObservation | None, *,
                    unreachable: str | None = None, stall_floor_s: float | None = None) -> JobPatrol:
     mem = PatrolMemory.of(job.last_patrol)
     prev_obs = mem.state or job.state.value

@@ -11,11 +11,17 @@
 # include: lib/frame.sh
 # include: lib/proc.sh
 # include: lib/slurm.sh
+# include: lib/logs.sh
 
 observe_main() {
   local log_cap=$1 list_cap=$3
   local -a roots=() JB=() JRD=() JWD=() JOFF=() JSOCK=() JSESS=() JS0=() JSN=() JO0=() JON=() SCHED=() OUTS=()
-  local tag b rd wd off sock sess n k x i
+  local tag b rd wd off sock sess n k x i tmp input=/dev/stdin
+  tmp=$(mktemp -d 2> /dev/null) || tmp=
+  # shellcheck disable=SC2064  # expand now: the path is fixed
+  [ -n "$tmp" ] && trap "rm -rf -- '$tmp'" EXIT
+  # bash reads a pipe one byte at a time but a regular file in blocks: land stdin in a file first
+  if [ -n "$tmp" ] && cat > "$tmp/in"; then input=$tmp/in; fi
   while IFS= read -r -d '' tag; do
     case $tag in
       R) IFS= read -r -d '' x && roots+=("$x") ;;
@@ -29,26 +35,23 @@ observe_main() {
         IFS= read -r -d '' n || break
         JO0+=("${#OUTS[@]}")
         case $n in '' | *[!0-9]*) n=0 ;; esac
-        wd=$(expand_home "$wd")
+        expand_home wd "$wd"
         for ((k = 0; k < n; k++)); do
           IFS= read -r -d '' x || break
-          x=$(expand_home "$x")
+          expand_home x "$x"
           case $x in /*) ;; *) x=${wd%/}/$x ;; esac  # relative outputs live in the job's workdir
           OUTS+=("$x")
         done
         JON+=("$n")
-        rd=$(expand_home "$rd")
+        expand_home rd "$rd"
         while [ "${#rd}" -gt 1 ] && [ "${rd%/}" != "$rd" ]; do rd=${rd%/}; done
         case $off in '' | *[!0-9]*) off=0 ;; esac
         JB+=("$b") JRD+=("$rd") JWD+=("$wd") JOFF+=("$off") JSOCK+=("$sock") JSESS+=("$sess")
         ;;
     esac
-  done
-  local nj=${#JB[@]} now tmp
+  done < "$input"
+  local nj=${#JB[@]} now
   printf -v now '%(%s)T' -1
-  tmp=$(mktemp -d 2> /dev/null) || tmp=
-  # shellcheck disable=SC2064  # expand now: the path is fixed
-  [ -n "$tmp" ] && trap "rm -rf -- '$tmp'" EXIT
   rec h.now "$now"
   rec h.jobs "$nj"
 
@@ -135,7 +138,7 @@ observe_main() {
   # --- run dirs on this host that the caller may not know (the teardown gate refuses to forget them)
   local nd=0 m
   for root in "${roots[@]}"; do
-    root=$(expand_home "$root")
+    expand_home root "$root"
     for m in "$root"/*/meta.json; do
       [ -f "$m" ] || continue
       x=${m%/meta.json}
@@ -146,7 +149,8 @@ observe_main() {
   done
 
   # --- per job
-  local ec cx pid pg log size from cnt2 bl hb sa o st
+  local ec cx pid pg log size from cnt2 hb sa o st
+  local -a LOGS=()
   for ((i = 0; i < nj; i++)); do
     rd=${JRD[i]} b=${JB[i]}
     if [ -d "$rd" ]; then rec "j$i.rd" 1; else rec "j$i.rd" 0; fi
@@ -156,10 +160,13 @@ observe_main() {
     read_small "$rd/pgid" pg
     rec "j$i.pid" "$pid"
     rec "j$i.pgid" "$pg"
-    rec "j$i.pid_alive" "$(pid_live "$pid")"
+    x=0
+    case $pid in '' | *[!0-9]* | 0 | 1) ;; *) [ -n "${PROC_PID[$pid]:-}" ] && x=1 ;; esac
+    rec "j$i.pid_alive" "$x"
     x=0
     case $pg in '' | *[!0-9]* | 0 | 1) ;; *) [ -n "${PROC_PG[$pg]:-}" ] && x=1 ;; esac
     rec "j$i.group_alive" "$x"
+    # shellcheck disable=SC2153  # PROC_PIDS comes from lib/proc.sh
     [ "$x" = 1 ] && rec "j$i.pids" "${PROC_PIDS[$pg]}"
     if [ "$b" = tmux ] && [ -n "${JSOCK[i]}" ] && [ "$have_tmux" = 1 ]; then
       sa=0; [ -n "${TMUXS["${JSOCK[i]}/${JSESS[i]}"]:-}" ] && sa=1
@@ -188,9 +195,8 @@ observe_main() {
       from=${JOFF[i]}
       [ "$from" -gt "$size" ] && from=0  # truncated or rotated: read again from the start
       [ $((size - from)) -gt "$log_cap" ] && from=$((size - log_cap))
-      if [ "$size" -gt "$from" ]; then
-        bl=$(tail -c +"$((from + 1))" -- "$log" 2> /dev/null | head -c "$((size - from))" | base64 -w0)
-        rec "j$i.log_new" "$from $bl"
+      if [ "$size" -gt "$from" ] && [ -f "$log" ]; then
+        LOGS+=("$i" "$log" "$from" "$((size - from))")  # read after this loop, all in one go
       else
         rec "j$i.log_new" "$from "
       fi
@@ -208,8 +214,11 @@ observe_main() {
       [ -n "$x" ] && rec "j$i.ckpt" "$cnt2 $x"
       cnt2=$((cnt2 + 1))
     done
-    rec "j$i.end" 1
+    if [ "${#LOGS[@]}" -eq 0 ] || [ "${LOGS[-4]}" != "$i" ]; then rec "j$i.end" 1; fi
   done
+  # the new log bytes of every job, base64 (one python3 for all where there is one; else a pipe per job); a
+  # job's end record follows its log record, so a cut answer never passes half a job for a whole one
+  read_logs "${LOGS[@]}"
   times > "${tmp:-/dev/null}/times" 2> /dev/null && {
     x=; while IFS= read -r line; do x+="$line "; done < "$tmp/times"
     rec h.times "$x"

@@ -5,13 +5,14 @@
 # Binary data (log bytes) travels base64-encoded.
 rec() { printf '%s=%s\0' "$1" "$2"; }
 
-# `~` and `~/x` as the remote user's home; other paths unchanged.
+# Set the variable named $1 to the path $2 with a leading `~` or `~/` as the remote user's home (no fork).
 # shellcheck disable=SC2088  # the tilde is matched literally on purpose
 expand_home() {
-  case $1 in
-    "~") printf '%s' "$HOME" ;;
-    "~/"*) printf '%s/%s' "$HOME" "${1#"~/"}" ;;
-    *) printf '%s' "$1" ;;
+  local -n _to=$1
+  case $2 in
+    "~") _to=$HOME ;;
+    "~/"*) _to="$HOME/${2#"~/"}" ;;
+    *) _to=$2 ;;
   esac
 }
 
@@ -21,6 +22,6 @@ read_small() {
   local -n _out=$2
   _out=
   [ -f "$1" ] || return 1
-  { IFS= read -r -n 128 _out || :; } < "$1" 2>/dev/null
+  { IFS= read -r -n 128 _out || :; } 2> /dev/null < "$1"
   return 0
 }

@@ -20,7 +20,7 @@ proc_snapshot() {
   local f st pid rest state pg
   if [ -r /proc/self/stat ]; then
     for f in /proc/[0-9]*/stat; do
-      { IFS= read -r st || :; } < "$f" 2>/dev/null || continue
+      { IFS= read -r st || :; } 2> /dev/null < "$f" || continue  # (2> first: a process may exit meanwhile)
       [ -n "$st" ] || continue
       pid=${f#/proc/}
       pid=${pid%/stat}
@@ -34,6 +34,3 @@ proc_snapshot() {
     if [ "${#PROC_PID[@]}" -gt 0 ]; then PROC_OK=1; fi
   fi
 }
-# "1" when the number is a live pid / a process group with a live process, else "0".
-pid_live() { case $1 in '' | *[!0-9]* | 0 | 1) echo 0 ;; *) [ -n "${PROC_PID[$1]:-}" ] && echo 1 || echo 0 ;; esac }
-group_live() { case $1 in '' | *[!0-9]* | 0 | 1) echo 0 ;; *) [ -n "${PROC_PG[$1]:-}" ] && echo 1 || echo 0 ;; esac }
