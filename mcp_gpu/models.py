@@ -119,6 +119,14 @@ class JobRecord(BaseModel):
     log_offset: int = 0
     last_patrol: dict[str, Any] = Field(default_factory=dict)
 
+    @property
+    def job_handle(self) -> JobHandle:
+        return JobHandle.of(self.handle)
+
+    @property
+    def request(self) -> LaunchRequest:
+        return LaunchRequest.of(self.spec)
+
 
 class JobHandle(BaseModel):
     """What a backend needs to find its job again, typed. Stored as the same `handle_json` column; old rows
@@ -154,6 +162,40 @@ class JobHandle(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The stored form: canonical field names, unset fields left out."""
         return self.model_dump(exclude_none=True)
+
+
+class LaunchRequest(BaseModel):
+    """What launch was asked, kept for relaunch and patrol (the job's `spec_json` column; old rows load).
+    Only the NAMES of env vars and secrets are ever here."""
+
+    model_config = ConfigDict(extra="allow")
+
+    env_names: list[str] = Field(default_factory=list)
+    secret_env: list[str] = Field(default_factory=list)
+    outputs: list[str] = Field(default_factory=list)
+    run_root: str | None = None
+    probe_s: float = 60
+    relaunch: bool = False
+    options: dict[str, Any] = Field(default_factory=dict)
+    stall_floor_s: float | None = Field(default=None, description="never call the job stalled before this")
+
+    @classmethod
+    def of(cls, raw: dict[str, Any] | LaunchRequest | None) -> LaunchRequest:
+        if isinstance(raw, LaunchRequest):
+            return raw
+        try:
+            return cls.model_validate(dict(raw or {}))
+        except ValueError:
+            return cls()
+
+    @property
+    def stall_floor(self) -> float | None:
+        """The launch's stall floor: `stall_floor_s`, or `options["stall_floor_s"]`."""
+        value = self.stall_floor_s if self.stall_floor_s is not None else self.options.get("stall_floor_s")
+        try:
+            return float(value) if value is not None else None
+        except (TypeError, ValueError):
+            return None
 
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")

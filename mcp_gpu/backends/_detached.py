@@ -11,6 +11,8 @@ from typing import Any, ClassVar
 from mcp_gpu.backends import LaunchSpec, Observation, RunLayout
 from mcp_gpu.backends.wrapper import CANCEL, encode_env, parse_kv
 from mcp_gpu.errors import CommandFailed, UnsupportedError
+from mcp_gpu.models import JobHandle
+from mcp_gpu.probes import load
 from mcp_gpu.transport import Transport
 
 DEFAULT_GRACE_S = 10
@@ -29,9 +31,8 @@ class DetachedBackend:
     needs: ClassVar[tuple[str, ...]] = ()
 
     async def available(self, t: Transport) -> bool:
-        probe = " && ".join(f"command -v {n} >/dev/null 2>&1" for n in self.needs) or "true"
-        res = await t.run_script(probe, timeout=30)
-        return res.ok
+        res = await t.run_script(load("have.sh"), list(self.needs), timeout=30)
+        return res.ok and set(self.needs) <= set(res.stdout.split())
 
     def start_args(self, spec: LaunchSpec, layout: RunLayout, script_path: str) -> tuple[list[str], dict[str, Any]]:
         raise NotImplementedError
@@ -61,8 +62,9 @@ class DetachedBackend:
         return observe.to_observation(jo, v)
 
     async def cancel(self, t: Transport, handle: dict[str, Any], layout: RunLayout) -> None:
-        grace = int(float(handle.get("grace_s", DEFAULT_GRACE_S)))
-        hint = str(handle.get("pgid") or "")
+        h = JobHandle.of(handle)
+        grace = int(h.grace_s if h.grace_s is not None else DEFAULT_GRACE_S)
+        hint = str(h.pgid or "")
         res = await t.run_script(CANCEL, [layout.run_dir, str(grace), hint, *self.session_args(handle)],
                                  timeout=grace + 60)
         if not res.ok:

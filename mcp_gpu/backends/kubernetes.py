@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from mcp_gpu.backends import LaunchSpec, Observation, RunLayout
 from mcp_gpu.backends._env import check_env_name, exit_signal_of
 from mcp_gpu.errors import CommandFailed, ConfigError
-from mcp_gpu.models import JobState
+from mcp_gpu.models import JobHandle, JobState
 from mcp_gpu.transport import Transport
 
 MANAGED_BY = "mcp-gpu"
@@ -268,8 +268,9 @@ class KubernetesBackend:
         res = await t.run([*base, "delete", "job", name, "--wait=false", "--ignore-not-found", "--cascade=background"],
                           timeout=60)
         _check(res.ok, "kubectl delete job", res.tail(3))
-        if handle.get("secret"):
-            await t.run([*base, "delete", "secret", _dns(str(handle["secret"])), "--ignore-not-found", "--wait=false"],
+        secret = JobHandle.of(handle).secret
+        if secret:
+            await t.run([*base, "delete", "secret", _dns(secret), "--ignore-not-found", "--wait=false"],
                         timeout=60)
 
 
@@ -280,7 +281,7 @@ def _dns(value: str) -> str:
 
 
 def _name(handle: dict[str, Any]) -> str:
-    return _dns(str(handle.get("k8s_job", "")))
+    return _dns(JobHandle.of(handle).k8s_job or "")
 
 
 def _check(ok: bool, what: str, tail: list[str]) -> None:

@@ -68,7 +68,7 @@ def target_of(rec: JobRecord) -> Target:
     base = target_for(rec.backend, rec.handle, rec.run_dir, key=rec.id)
     return Target(key=rec.id, backend=rec.backend, run_dir=rec.run_dir, workdir=rec.workdir,
                   log_offset=max(0, rec.log_offset), tmux_socket=base.tmux_socket, tmux_session=base.tmux_session,
-                  sched=base.sched, outputs=tuple(str(o) for o in rec.spec.get("outputs") or []))
+                  sched=base.sched, outputs=tuple(rec.request.outputs))
 
 
 def target_for(backend: str, handle: dict[str, Any], run_dir: str, *, key: str = "job") -> Target:

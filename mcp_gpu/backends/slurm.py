@@ -22,43 +22,16 @@ from mcp_gpu.backends import LaunchSpec, Observation, RunLayout
 from mcp_gpu.backends._env import exit_signal_of, nul_records, signal_name
 from mcp_gpu.backends.wrapper import WRAPPER, parse_exit
 from mcp_gpu.errors import CommandFailed, ConfigError
-from mcp_gpu.models import JobState, check_name
+from mcp_gpu.models import JobHandle, JobState, check_name
+from mcp_gpu.probes import load
 from mcp_gpu.transport import Transport
 
-# Static. Args: RUN_DIR RUN_SCRIPT WORKDIR. Runs the shared wrapper (wrapper.py: pid, pgid, heartbeat and
-# `exit_code` written atomically, exactly as under tmux/nohup) in its own process group, and forwards the
-# checkpoint signal that `--signal=B:SIG@N` delivers to this batch shell only. USR1/USR2 start ignored in the
-# job: one that installs a handler (signal.signal) gets them; one that does not is not killed by them.
-# scancel and the time limit send SIGTERM to every process of the job directly; the wrapper outlives it.
-BATCH = r"""#!/bin/bash
-rd=$1 script=$2 wd=$3
-echo "mcp-gpu: slurm job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}) on $(hostname -s) at $(date -u +%FT%TZ)"
-( trap '' USR1 USR2; exec setsid bash "$rd/wrapper.sh" "$rd" "$script" "$wd" - 15 ) </dev/null &
-w=$!
-forward() {
-  local pg; pg=$(cat "$rd/pgid" 2>/dev/null)
-  echo "mcp-gpu: SIG$1 from Slurm, forwarded to the job"
-  case $pg in ''|*[!0-9]*) kill -s "$1" "$w" 2>/dev/null;; *) kill -s "$1" -- "-$pg" 2>/dev/null;; esac
-}
-trap 'forward USR1' USR1
-trap 'forward USR2' USR2
-trap 'echo "mcp-gpu: SIGTERM from Slurm"' TERM
-while :; do wait "$w"; rc=$?; kill -0 "$w" 2>/dev/null || break; done
-wait "$w" 2>/dev/null; r=$?; [ "$r" -ne 127 ] && rc=$r
-exit "$rc"
-"""
+# The batch script (probes/slurm_batch.sh) runs the shared wrapper in its own process group and forwards the
+# checkpoint signal `--signal=B:SIG@N` delivers to the batch shell only; see the file for the details.
+BATCH = load("slurm_batch.sh")
 
-# Args: BATCH_PATH BATCH_TEXT WRAPPER_PATH WRAPPER_TEXT then sbatch's argv. Env and secrets arrive on stdin as
-# NUL-terminated NAME=value records, are exported here, and reach the job through `sbatch --export=ALL`.
-SUBMIT = r"""set -eu
-umask 077
-put() { mkdir -p -- "$(dirname -- "$1")"; printf '%s' "$2" >"$1.tmp.$$"; chmod 500 "$1.tmp.$$"; mv -f -- "$1.tmp.$$" "$1"; }
-put "$1" "$2"
-put "$3" "$4"
-shift 4
-while IFS= read -r -d '' kv; do export "$kv"; done
-exec sbatch "$@"
-"""
+# Writes the batch script and wrapper, exports env/secrets read from stdin, execs sbatch (probes/slurm_submit.sh).
+SUBMIT = load("slurm_submit.sh")
 
 
 LIVE = {"PENDING": JobState.launching, "CONFIGURING": JobState.launching, "REQUEUED": JobState.launching,
@@ -274,7 +247,7 @@ class SlurmBackend:
 
 
 def _job_id(handle: dict[str, Any]) -> str:
-    job_id = str(handle.get("slurm_job_id", ""))
+    job_id = str(JobHandle.of(handle).slurm_job_id or "")
     if not job_id.isdigit():
         raise ConfigError(f"job handle has no Slurm job id: {handle!r}")
     return job_id

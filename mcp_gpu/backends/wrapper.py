@@ -22,6 +22,8 @@ import base64
 import hashlib
 import re
 
+from mcp_gpu.probes import load
+
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 WRAPPER = r"""# mcp-gpu job wrapper (static). Args: RUN_DIR SCRIPT WORKDIR ENV_FIFO|- HEARTBEAT_S
@@ -69,31 +71,8 @@ atomic exit_code "$rc${sig:+ $sig}"
 exit "$rc"
 """
 
-# Args: RUN_ROOT|'' JOB_ID SHA12 SCRIPT_TEXT WRAPPER_TEXT META_JSON WORKDIR
-# Prints run_dir=... and workdir=... (absolute). Exit 10: workdir missing; 11: script differs under a running job.
-PREPARE = r"""set -u
-root=$1 job=$2 sha=$3 script=$4 wrapper=$5 meta=$6 wd=$7
-expand() { case $1 in "~") printf '%s' "$HOME";; "~/"*) printf '%s/%s' "$HOME" "${1#"~/"}";; *) printf '%s' "$1";; esac; }
-[ -n "$root" ] || root="$HOME/.mcp-gpu/runs"
-root=$(expand "$root"); wd=$(expand "$wd")
-[ -d "$wd" ] || { echo "workdir does not exist: $wd" >&2; exit 10; }
-wd=$(cd -- "$wd" && pwd -P) || exit 10
-mkdir -p -- "$root" || exit 12
-rd=$(cd -- "$root" && pwd -P)/$job || exit 12
-mkdir -p -m 700 -- "$rd" || exit 12
-put() { printf '%s' "$2" > "$1.tmp.$$" && chmod "$3" -- "$1.tmp.$$" && mv -f -- "$1.tmp.$$" "$1"; }
-f=$rd/run-$sha.sh
-if [ -e "$f" ] && ! cmp -s -- "$f" <(printf '%s' "$script"); then
-  p=$(cat -- "$rd/pid" 2>/dev/null)
-  if [ ! -e "$rd/exit_code" ] && [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
-    echo "$f exists with different content and its job is running: refusing to overwrite it" >&2; exit 11
-  fi
-fi
-[ -e "$f" ] && cmp -s -- "$f" <(printf '%s' "$script") || put "$f" "$script" 0400 || exit 12
-put "$rd/wrapper.sh" "$wrapper" 0500 || exit 12
-put "$rd/meta.json" "$meta" 0600 || exit 12
-printf 'run_dir=%s\nworkdir=%s\n' "$rd" "$wd"
-"""
+# Prepares the run dir (args and exit codes: probes/prepare.sh).
+PREPARE = load("prepare.sh")
 
 # Shell helpers shared by the observe and cancel scripts: is any non-zombie process left in a group?
 _GROUP = r"""group_alive() {
@@ -142,17 +121,6 @@ printf '%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$how" > "$rd/cancelled.tmp.$$
 left=0; [ -n "$pg" ] && group_alive "$pg" && left=1
 printf 'how=%s\npgid=%s\nleft=%s\n' "$how" "$pg" "$left"
 """
-
-# Shared tail of the start scripts: feed the FIFO from our stdin, then wait for the wrapper's pgid file.
-FEED = r"""
-if ! timeout 30 sh -c '[ -p "$1" ] && cat > "$1"' mcp-gpu-feed "$fifo"; then
-  rm -f -- "$fifo"; echo "the wrapper did not start (it never read its environment)" >&2; exit 23
-fi
-rm -f -- "$fifo"
-i=0; while [ ! -s "$rd/pgid" ] && [ ! -e "$rd/exit_code" ] && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-printf 'pgid=%s\n' "$(cat -- "$rd/pgid" 2>/dev/null)"
-"""
-
 
 def normalise_command(command: str) -> str:
     """The run script's exact content: CRLF/CR → LF, one trailing newline."""

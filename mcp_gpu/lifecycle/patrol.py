@@ -164,7 +164,8 @@ async def patrol(app: App, job_ids: list[str] | None = None, *, stall_floor_s: f
 async def _maybe_relaunch(app: App, job: JobRecord, r: JobPatrol) -> None:
     """The only automatic action patrol may take, and only when the job opted in: `on_preempt: relaunch`,
     within its restart budget, on a preemption with corroborating evidence. Off by default."""
-    opts = dict(job.spec.get("options") or {})
+    req = job.request
+    opts = dict(req.options)
     if opts.get("on_preempt") != "relaunch":
         return
     budget = int(opts.get("max_restarts", 2))
@@ -179,10 +180,8 @@ async def _maybe_relaunch(app: App, job: JobRecord, r: JobPatrol) -> None:
 
     try:
         res = await launch_detached(app, job.host, job.command, job.workdir, job.name, backend=job.backend,
-                                    secret_env=list(job.spec.get("secret_env") or []),
-                                    probe_s=float(job.spec.get("probe_s") or 30),
-                                    run_root=job.spec.get("run_root"), outputs=list(job.spec.get("outputs") or []),
-                                    relaunch=True, options=opts)
+                                    secret_env=list(req.secret_env), probe_s=float(req.probe_s or 30),
+                                    run_root=req.run_root, outputs=list(req.outputs), relaunch=True, options=opts)
     except GpuError as err:
         r.next = f"automatic relaunch failed ({err.message}); relaunch by hand after checking the host"
         return

@@ -239,8 +239,7 @@ def evaluate(app: App, job: JobRecord, host: HostObservation | None, o: JobObser
     gpu_mem, gpu_util = host.gpu_use(o)
     silent_s: float | None = None
     if state == "running":
-        floor = stall_floor_s if stall_floor_s is not None else float(
-            job.spec.get("stall_floor_s") or (job.spec.get("options") or {}).get("stall_floor_s") or STALL_FLOOR_S)
+        floor = stall_floor_s if stall_floor_s is not None else (job.request.stall_floor or STALL_FLOOR_S)
         allowed = max(floor, STALL_MISSED * cadence) if cadence else max(floor, STALL_FLOOR_NO_CADENCE)
         quiet = o.log_age if o.log_age is not None else now - (mem.step_at or now)
         if quiet > max(SILENT_MIN_S, SILENT_MISSED * (cadence or floor)):
