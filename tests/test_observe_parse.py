@@ -79,3 +79,14 @@ def test_the_precedence_of_group_cancel_record_and_exit_code() -> None:
     assert missing.kind == "gone" and missing.run_dir_missing
     assert verdict(_obs(backend="tmux", session=True)).kind == "running"
     assert verdict(_obs(complete=False, exit_raw="0", exit_code=0)).kind == "unknown"
+
+
+def test_stall_follows_the_jobs_own_cadence_above_the_floor() -> None:
+    from mcp_gpu.triage.progress import silence, stall_allowance
+
+    assert stall_allowance(0.5) == 120  # a fast job: the floor, not ten minutes
+    assert stall_allowance(600) == 3000  # a line every 10 min: five of its own intervals
+    assert stall_allowance(0.5, floor_s=3) == 3  # a launch may set its floor low
+    assert stall_allowance(None) == 600  # no interval seen yet: patient
+    assert [silence(q, 0.5, 3) for q in (0.5, 2.5, 3.5)] == ["ok", "silent", "stalled"]
+    assert silence(1500, 600) == "silent" and silence(3100, 600) == "stalled"

@@ -22,14 +22,8 @@ from mcp_gpu.store import jobs as jobs_repo
 from mcp_gpu.triage import progress as prog
 from mcp_gpu.triage.engine import triage
 
-# Stall: silent for more than STALL_MISSED of its own median intervals between log lines, and never before the
-# floor (launch may set `stall_floor_s`, a patrol call may override it). The default floor suits a fast job
-# (a 0.5 s cadence is stalled after 2 min, not 10) and a slow one alike (one line per 10 min: 50 min allowed).
-STALL_FLOOR_S = 120.0
-STALL_MISSED = 5.0
-STALL_FLOOR_NO_CADENCE = 600.0  # no cadence known yet (no line seen): be patient
-SILENT_MISSED = 2.0  # shown as "silent for N s (cadence M s)" after this many missed intervals
-SILENT_MIN_S = 2.0
+# Stall thresholds live with the progress parser (triage/progress.py: `silence`, `stall_allowance`).
+STALL_FLOOR_S = prog.STALL_FLOOR_S
 CADENCE_SAMPLES = 16
 SEEN_CAP = 400  # fingerprints kept per job so old lines never re-escalate
 HISTORY_CAP = 8
@@ -240,11 +234,12 @@ def evaluate(app: App, job: JobRecord, host: HostObservation | None, o: JobObser
     silent_s: float | None = None
     if state == "running":
         floor = stall_floor_s if stall_floor_s is not None else (job.request.stall_floor or STALL_FLOOR_S)
-        allowed = max(floor, STALL_MISSED * cadence) if cadence else max(floor, STALL_FLOOR_NO_CADENCE)
+        allowed = prog.stall_allowance(cadence, floor)
         quiet = o.log_age if o.log_age is not None else now - (mem.step_at or now)
-        if quiet > max(SILENT_MIN_S, SILENT_MISSED * (cadence or floor)):
+        verdict_of_silence = prog.silence(quiet, cadence, floor)
+        if verdict_of_silence != "ok":
             silent_s = quiet
-        if quiet > allowed:
+        if verdict_of_silence == "stalled":
             if gpu_util is not None and gpu_util >= 30:
                 findings.append(finding("network_stall", "warn", "log frozen but the GPU is busy", gotcha="U43",
                                         evidence=[f"no new log for {quiet:.0f}s", f"GPU util {gpu_util} %"],
