@@ -294,6 +294,9 @@ def _record(app: App, job: JobRecord, rep: JobPatrol, mem: PatrolMemory, now: fl
         if final and job.state.value != rep.state:
             jobs_repo.set_state(app.store, job.id, JobState(rep.state), kind="patrol", exit_code=rep.exit_code,
                                 detail={"primary": rep.primary, "line": rep.line})
+        elif final and rep.changed:  # already moved (by a refresh): patrol's first word on it keeps the cause
+            jobs_repo.append_event(app.store, job.id, "patrol", JobState(rep.state),
+                                   {"primary": rep.primary, "line": rep.line})
         elif rep.state in ("running", "stalled") and job.state is JobState.launching:
             jobs_repo.set_state(app.store, job.id, JobState.running, kind="patrol")
         elif rep.changed:
