@@ -90,3 +90,36 @@ def test_stall_follows_the_jobs_own_cadence_above_the_floor() -> None:
     assert stall_allowance(None) == 600  # no interval seen yet: patient
     assert [silence(q, 0.5, 3) for q in (0.5, 2.5, 3.5)] == ["ok", "silent", "stalled"]
     assert silence(1500, 600) == "silent" and silence(3100, 600) == "stalled"
+
+
+def test_old_handle_and_patrol_rows_still_load_and_are_written_typed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from mcp_gpu.backends.observe import target_of
+    from mcp_gpu.lifecycle.patrol_eval import PatrolMemory
+    from mcp_gpu.models import JobRecord, iso
+    from mcp_gpu.store import Store
+    from mcp_gpu.store import jobs as jobs_repo
+
+    store = Store(tmp_path / "state.db")
+    now = iso()
+    rec = JobRecord(id="job_0123456789", host="h", name="old", backend="tmux", state=JobState.running,
+                    command="true\n", workdir="/w", run_dir="/r/job_0123456789", created_at=now, updated_at=now,
+                    spec={"outputs": ["ck"], "options": {"stall_floor_s": 5}})
+    jobs_repo.insert(store, rec)
+    with store.atomic() as conn:  # a row as an older release wrote it
+        conn.execute("UPDATE jobs SET handle_json=?, last_patrol_json=? WHERE id=?",
+                     (json.dumps({"backend": "tmux", "socket": "s1", "session": "job_0123456789", "pgid": 42,
+                                  "grace_s": 10}),
+                      json.dumps({"state": "running", "cadence_s": 0.5, "progress": {"step": 3}, "seen": ["a"]}),
+                      rec.id))
+    got = jobs_repo.get(store, rec.id)
+    t = target_of(got)
+    assert (t.tmux_socket, t.tmux_session, t.outputs, t.workdir) == ("s1", "job_0123456789", ("ck",), "/w")
+    assert got.job_handle.pgid == 42 and got.request.stall_floor == 5
+    mem = PatrolMemory.of(got.last_patrol)
+    assert mem.progress is not None and mem.progress.step == 3 and mem.seen == ["a"]
+    jobs_repo.update(store, rec.id, handle=got.handle)  # written back: one spelling
+    stored = json.loads(store.query("SELECT handle_json FROM jobs WHERE id=?", (rec.id,))[0][0])
+    assert stored["tmux_socket"] == "s1" and "socket" not in stored
+    assert PatrolMemory.of({"progress": "garbage", "cause": 3}).progress is None
