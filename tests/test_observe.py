@@ -212,8 +212,12 @@ async def test_an_inode_exhausted_tmpfs_with_free_bytes_is_inode_exhausted(ssh_a
 
 async def test_a_fast_job_that_hangs_is_silent_then_stalled_long_before_ten_minutes(ssh_app: App, runs: Path,
                                                                                    sock: str, tmp_path: Path) -> None:
-    jid = await launch(ssh_app, runs, sock, "hang", f"STEP_S=0.5 HANG_AT=12 {cmd('hang-after')}", tmp_path / "w",
-                       stall_floor_s=6)
+    w = tmp_path / "w"
+    w.mkdir()
+    res = await launch_detached(ssh_app, "testhost", f"STEP_S=0.5 HANG_AT=12 {cmd('hang-after')}", str(w), "hang",
+                                probe_s=3, run_root=str(runs), options={"tmux_socket": sock}, stall_floor_s=6)
+    jid = res.job_id
+    assert jobs_repo.get(ssh_app.store, jid).request.stall_floor == 6  # stored with the job
     seen: list[str] = []
 
     async def stalled() -> bool:

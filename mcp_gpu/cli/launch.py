@@ -26,6 +26,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--run-root", help="where run dirs go on the host (default ~/.mcp-gpu/runs)")
     p.add_argument("--output", action="append", default=[], metavar="DIR", help="output/checkpoint dir; repeatable")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="backend option; repeatable")
+    p.add_argument("--stall-floor-s", type=float, default=None,
+                   help="never call the job stalled before this many silent seconds (default 120)")
     p.add_argument("--json", action="store_true", help="print the structured result")
     p.set_defaults(func=run, command=[])
     _split_at_double_dash(p)
@@ -75,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     async def go(app: App) -> Any:
         return await launch_detached(app, args.host, command, args.workdir, args.name, backend=args.backend, env=env,
                                      secret_env=args.secret_env, probe_s=args.probe_s, run_root=args.run_root,
-                                     outputs=args.output or None, options=options)
+                                     outputs=args.output or None, options=options, stall_floor_s=args.stall_floor_s)
 
     res = run_with_app(go)
     if args.json:

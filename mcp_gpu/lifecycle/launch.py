@@ -184,7 +184,8 @@ async def probe(app: App, t: Transport, backend: Backend, rec: JobRecord, probe_
 async def launch_detached(app: App, host: str, command: str, workdir: str, name: str, backend: str = "auto",
                           env: dict[str, str] | None = None, secret_env: list[str] | None = None,
                           probe_s: float = 60, run_root: str | None = None, outputs: list[str] | None = None,
-                          relaunch: bool = False, options: dict[str, Any] | None = None) -> LaunchResult:
+                          relaunch: bool = False, options: dict[str, Any] | None = None,
+                          stall_floor_s: float | None = None) -> LaunchResult:
     """Start `command` detached on `host` from `workdir` as job `name` (see the module doc)."""
     check_name(name, "job name")
     _check_text(host, "host")
@@ -202,6 +203,8 @@ async def launch_detached(app: App, host: str, command: str, workdir: str, name:
     opts = dict(options or {})
     if probe_s < 0:
         raise ConfigError("probe_s must be >= 0", hint="e.g. 60")
+    if stall_floor_s is not None and not stall_floor_s > 0:
+        raise ConfigError("stall_floor_s must be > 0", hint="seconds of silence never called a stall, e.g. 60")
     t = await app.transport(host)
 
     lock = _locks.setdefault((host, name), asyncio.Lock())
@@ -223,7 +226,8 @@ async def launch_detached(app: App, host: str, command: str, workdir: str, name:
             attempt=(prev.attempt + 1) if prev else 1, previous_id=prev.id if prev else None, command=script_text,
             workdir=workdir, run_dir="", script_sha=sha, created_at=now, updated_at=now,
             spec={"env_names": sorted(env), "secret_env": sorted(secrets), "outputs": outs, "run_root": run_root,
-                  "probe_s": probe_s, "relaunch": relaunch, "options": opts},
+                  "probe_s": probe_s, "relaunch": relaunch, "options": opts,
+                  **({"stall_floor_s": stall_floor_s} if stall_floor_s is not None else {})},
         )
         rec = jobstore.insert(app.store, rec)
         jobstore.append_event(app.store, rec.id, "created", rec.state,

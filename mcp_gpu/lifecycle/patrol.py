@@ -181,7 +181,8 @@ async def _maybe_relaunch(app: App, job: JobRecord, r: JobPatrol) -> None:
     try:
         res = await launch_detached(app, job.host, job.command, job.workdir, job.name, backend=job.backend,
                                     secret_env=list(req.secret_env), probe_s=float(req.probe_s or 30),
-                                    run_root=req.run_root, outputs=list(req.outputs), relaunch=True, options=opts)
+                                    run_root=req.run_root, outputs=list(req.outputs), relaunch=True, options=opts,
+                                    stall_floor_s=req.stall_floor_s)
     except GpuError as err:
         r.next = f"automatic relaunch failed ({err.message}); relaunch by hand after checking the host"
         return

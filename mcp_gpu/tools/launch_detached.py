@@ -28,6 +28,9 @@ def register(server: MCPServer) -> None:
         relaunch: Annotated[bool, Field(description="start a new attempt if the previous one finished")] = False,
         options: Annotated[dict[str, Any] | None, Field(description="backend options (slurm partition/gpus/time, "
                                                                     "k8s image, grace_s, tmux_socket ...)")] = None,
+        stall_floor_s: Annotated[float | None, Field(description="patrol never calls the job stalled before this "
+                                                                 "many silent seconds (default 120; past that, five "
+                                                                 "of its own log intervals)", gt=0)] = None,
     ) -> LaunchResult:
         """Start a long job detached (survives the agent, the SSH connection and the laptop lid), then probe it for
         up to probe_s: `state` running / failed (with findings and the first log lines) / succeeded. Idempotent: the
@@ -35,4 +38,4 @@ def register(server: MCPServer) -> None:
         new attempt. Secrets go by env var NAME only. Run smoke_cpu first."""
         return await launch_detached(app_of(ctx), host, command, workdir, name, backend=backend, env=env,
                                      secret_env=secret_env, probe_s=probe_s, run_root=run_root, outputs=outputs,
-                                     relaunch=relaunch, options=options)
+                                     relaunch=relaunch, options=options, stall_floor_s=stall_floor_s)
