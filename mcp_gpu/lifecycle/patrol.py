@@ -23,6 +23,7 @@ from mcp_gpu.errors import GpuError, NotFoundError
 from mcp_gpu.lifecycle.patrol_eval import JobPatrol, evaluate
 from mcp_gpu.models import JobRecord, iso
 from mcp_gpu.store import jobs as jobs_repo
+from mcp_gpu.untrusted import clean_line
 
 _log = log.get("mcp_gpu.patrol")
 
@@ -129,7 +130,7 @@ async def patrol(app: App, job_ids: list[str] | None = None, *, stall_floor_s: f
         status, payload, dt = results[host]
         if status == "unreachable":
             host_reports.append(HostPatrol(host=host, reachable=False, jobs=len(jobs), round_trips=1,
-                                           duration_s=round(dt, 3), error=str(payload.message)))
+                                           duration_s=round(dt, 3), error=clean_line(str(payload.message), 300)))
             with app.store.atomic():
                 for j in jobs:
                     job_reports.append(evaluate(app, j, None, None, unreachable=str(payload.message),
