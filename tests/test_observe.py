@@ -167,6 +167,17 @@ async def test_relative_outputs_resolve_against_the_workdir(ssh_app: App, runs: 
     jid = await launch(ssh_app, runs, sock, "relout", cmd("ok"), w, outputs=["ck"])
     r = job_of(await patrol(ssh_app, [jid]), jid)
     assert r.checkpoint is not None and r.checkpoint.name == "model-7.pt" and r.checkpoint.bytes == 7
+    # an output that is a symlink to a bigger disk is followed
+    big = tmp_path / "bigdisk"
+    big.mkdir()
+    (big / "model-9.pt").write_bytes(b"weights!!")
+    os.utime(big / "model-9.pt", (2_000_000_000, 2_000_000_000))
+    (w / "linked").symlink_to(big)
+    rec = jobs_repo.get(ssh_app.store, jid)
+    host = await obs_path.observe_host(await ssh_app.transport("testhost"),
+                                       [obs_path.target_of(rec.model_copy(update={"spec": {"outputs": ["linked"]}}))])
+    ck = host.jobs[jid].checkpoint
+    assert ck is not None and (ck.name, ck.size) == ("model-9.pt", 9)
 
 
 @pytest.mark.root

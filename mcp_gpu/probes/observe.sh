@@ -93,7 +93,7 @@ observe_main() {
     case $rd in /?*) [ -d "$rd" ] && rds+=("$rd") ;; esac
   done
   if [ "${#rds[@]}" -gt 0 ] && [ -n "$tmp" ]; then
-    find "${rds[@]}" -maxdepth 1 \( -name out.log -o -name heartbeat \) -printf '%h/%f\0%s\0%Ts\0' 2> /dev/null > "$tmp/st"
+    find -H "${rds[@]}" -maxdepth 1 \( -name out.log -o -name heartbeat \) -printf '%h/%f\0%s\0%Ts\0' 2> /dev/null > "$tmp/st"
     while IFS= read -r -d '' f && IFS= read -r -d '' x && IFS= read -r -d '' val; do
       FSZ[$f]=$x FMT[$f]=$val
     done < "$tmp/st"
@@ -115,10 +115,11 @@ observe_main() {
     stat -f --printf '%n\0%S %b %a %c %d %T\0' -- "${dirs[@]}" 2> /dev/null > "$tmp/fs"
     while IFS= read -r -d '' f && IFS= read -r -d '' x; do FS[$f]=$x; done < "$tmp/fs"
   fi
-  # newest file per output dir (checkpoint-like names first); one find for all, its output bounded
+  # newest file per output dir (checkpoint-like names first); one find for all, its output bounded; -H: an
+  # output that is a symlink to a big disk is followed (only the named paths, never links inside them)
   local cut=0 cnt=0 root mt sz rel
   if [ "${#odirs[@]}" -gt 0 ] && [ -n "$tmp" ]; then
-    find "${odirs[@]}" -maxdepth 3 -type f ! -name '*.tmp*' ! -name '*.partial' -printf '%H\0%Ts\0%s\0%P\0' 2> /dev/null |
+    find -H "${odirs[@]}" -maxdepth 3 -type f ! -name '*.tmp*' ! -name '*.partial' -printf '%H\0%Ts\0%s\0%P\0' 2> /dev/null |
       head -z -n "$((list_cap * 4))" > "$tmp/ck"
     while IFS= read -r -d '' root && IFS= read -r -d '' mt && IFS= read -r -d '' sz && IFS= read -r -d '' rel; do
       cnt=$((cnt + 1))
