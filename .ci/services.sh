@@ -16,7 +16,7 @@ BASE=${BASE:-/tmp/mcp-gpu-ci}
 WITH_SLURMDBD=${WITH_SLURMDBD:-1}
 S=$BASE/slurm
 M=$BASE/mysql
-PACKAGES=(openssh-server rsync tmux munge slurmctld slurmd slurm-client slurmdbd mariadb-server nftables iproute2 procps)
+PACKAGES=(openssh-server rsync tmux munge slurmctld slurmd slurm-client slurmdbd mariadb-server nftables iproute2 procps shellcheck)
 
 log() { echo "services: $*" >&2; }
 pidalive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 Severity = Literal["info", "warn", "error", "critical"]
 Verdict = Literal["pass", "warn", "fail"]
@@ -118,6 +118,84 @@ class JobRecord(BaseModel):
     exit_signal: str | None = None
     log_offset: int = 0
     last_patrol: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def job_handle(self) -> JobHandle:
+        return JobHandle.of(self.handle)
+
+    @property
+    def request(self) -> LaunchRequest:
+        return LaunchRequest.of(self.spec)
+
+
+class JobHandle(BaseModel):
+    """What a backend needs to find its job again, typed. Stored as the same `handle_json` column; old rows
+    spelled the tmux fields `socket`/`session` and are read as such. Unknown keys are kept."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    backend: str | None = None
+    tmux_socket: str | None = Field(default=None, validation_alias=AliasChoices("tmux_socket", "socket"))
+    tmux_session: str | None = Field(default=None, validation_alias=AliasChoices("tmux_session", "session"))
+    pgid: int | None = None
+    grace_s: float | None = None
+    slurm_job_id: str | None = None
+    cluster: str | None = None
+    batch_script: str | None = None
+    sbatch_argv: list[str] | None = None
+    k8s_job: str | None = None
+    namespace: str | None = None
+    context: str | None = None
+    secret: str | None = None
+    uid: str | None = None
+
+    @classmethod
+    def of(cls, raw: dict[str, Any] | JobHandle | None) -> JobHandle:
+        if isinstance(raw, JobHandle):
+            return raw
+        data = dict(raw or {})
+        pg = data.get("pgid")
+        if pg is not None and not (isinstance(pg, int) or str(pg).isdigit()):
+            data["pgid"] = None
+        return cls.model_validate(data)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form: canonical field names, unset fields left out."""
+        return self.model_dump(exclude_none=True)
+
+
+class LaunchRequest(BaseModel):
+    """What launch was asked, kept for relaunch and patrol (the job's `spec_json` column; old rows load).
+    Only the NAMES of env vars and secrets are ever here."""
+
+    model_config = ConfigDict(extra="allow")
+
+    env_names: list[str] = Field(default_factory=list)
+    secret_env: list[str] = Field(default_factory=list)
+    outputs: list[str] = Field(default_factory=list)
+    run_root: str | None = None
+    probe_s: float = 60
+    relaunch: bool = False
+    options: dict[str, Any] = Field(default_factory=dict)
+    stall_floor_s: float | None = Field(default=None, description="never call the job stalled before this")
+
+    @classmethod
+    def of(cls, raw: dict[str, Any] | LaunchRequest | None) -> LaunchRequest:
+        if isinstance(raw, LaunchRequest):
+            return raw
+        try:
+            return cls.model_validate(dict(raw or {}))
+        except ValueError:
+            return cls()
+
+    @property
+    def stall_floor(self) -> float | None:
+        """The launch's stall floor: `stall_floor_s`, or `options["stall_floor_s"]`."""
+        value = self.stall_floor_s if self.stall_floor_s is not None else self.options.get("stall_floor_s")
+        try:
+            return float(value) if value is not None else None
+        except (TypeError, ValueError):
+            return None
 
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from mcp_gpu.models import JobState
 from mcp_gpu.transport import Transport
 
 
@@ -79,6 +80,7 @@ class Observation:
     detail: str = ""
     heartbeat_age: float | None = None  # seconds since the wrapper's heartbeat, where the backend has one
     cancelled: str | None = None  # the run dir's `cancelled` record (`<iso time> TERM|KILL|gone|session`)
+    state: JobState | None = None  # the registry state `observe.verdict` decided, when it made this observation
 
 
 class Backend(Protocol):
@@ -90,6 +92,8 @@ class Backend(Protocol):
         """Start the wrapper detached; return the handle to store (session, pid, slurm id, k8s name...)."""
         ...
 
-    async def observe(self, t: Transport, handle: dict[str, Any], layout: RunLayout) -> Observation: ...
+    async def observe(self, t: Transport, handle: dict[str, Any], layout: RunLayout) -> Observation:
+        """One job through the one observation path (`backends.observe`)."""
+        ...
 
     async def cancel(self, t: Transport, handle: dict[str, Any], layout: RunLayout) -> None: ...

@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from mcp_gpu.backends import LaunchSpec, Observation, RunLayout
-from mcp_gpu.backends.wrapper import CANCEL, OBSERVE, encode_env, parse_exit, parse_kv
+from mcp_gpu.backends.wrapper import CANCEL, encode_env, parse_kv
 from mcp_gpu.errors import CommandFailed, UnsupportedError
+from mcp_gpu.models import JobHandle
+from mcp_gpu.probes import load
 from mcp_gpu.transport import Transport
 
 DEFAULT_GRACE_S = 10
@@ -29,9 +31,8 @@ class DetachedBackend:
     needs: ClassVar[tuple[str, ...]] = ()
 
     async def available(self, t: Transport) -> bool:
-        probe = " && ".join(f"command -v {n} >/dev/null 2>&1" for n in self.needs) or "true"
-        res = await t.run_script(probe, timeout=30)
-        return res.ok
+        res = await t.run_script(load("have.sh"), list(self.needs), timeout=30)
+        return res.ok and set(self.needs) <= set(res.stdout.split())
 
     def start_args(self, spec: LaunchSpec, layout: RunLayout, script_path: str) -> tuple[list[str], dict[str, Any]]:
         raise NotImplementedError
@@ -55,29 +56,15 @@ class DetachedBackend:
         return {"backend": self.name, **handle, "pgid": _int(kv.get("pgid")), "grace_s": grace}
 
     async def observe(self, t: Transport, handle: dict[str, Any], layout: RunLayout) -> Observation:
-        res = await t.run_script(OBSERVE, [layout.run_dir, *self.session_args(handle)], timeout=30)
-        if not res.ok:
-            return Observation(alive=None, detail=f"observe failed: {' | '.join(res.tail(2))}")
-        kv = parse_kv(res.stdout)
-        code, sig = parse_exit(kv.get("exit", ""))
-        session = kv.get("session", "-")
-        pid_alive, group_alive = kv.get("pid_alive") == "1", kv.get("group_alive") == "1"
-        hb = kv.get("heartbeat_age", "-")
-        if kv.get("run_dir") == "0":
-            return Observation(alive=False, detail="the run directory is gone")
-        # the wrapper outlives the job's group to write the exit: while it lives the end is not recorded yet
-        alive = code is None and (pid_alive or group_alive or kv.get("wrapper_alive") == "1" or session == "1")
-        parts = [f"pid_alive={int(pid_alive)}", f"group_alive={int(group_alive)}", f"heartbeat_age={hb}"]
-        if session != "-":
-            parts.append(f"session={session}")
-        return Observation(alive=alive, exit_code=code, exit_signal=sig,
-                           scheduler_state=None if session == "-" else ("present" if session == "1" else "gone"),
-                           detail=" ".join(parts), heartbeat_age=float(hb) if _int(hb) is not None else None,
-                           cancelled=kv.get("cancelled") or None)
+        from mcp_gpu.backends import observe
+
+        jo, v = await observe.observe_one(t, observe.target_for(self.name, handle, layout.run_dir))
+        return observe.to_observation(jo, v)
 
     async def cancel(self, t: Transport, handle: dict[str, Any], layout: RunLayout) -> None:
-        grace = int(float(handle.get("grace_s", DEFAULT_GRACE_S)))
-        hint = str(handle.get("pgid") or "")
+        h = JobHandle.of(handle)
+        grace = int(h.grace_s if h.grace_s is not None else DEFAULT_GRACE_S)
+        hint = str(h.pgid or "")
         res = await t.run_script(CANCEL, [layout.run_dir, str(grace), hint, *self.session_args(handle)],
                                  timeout=grace + 60)
         if not res.ok:

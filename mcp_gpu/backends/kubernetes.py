@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from mcp_gpu.backends import LaunchSpec, Observation, RunLayout
 from mcp_gpu.backends._env import check_env_name, exit_signal_of
 from mcp_gpu.errors import CommandFailed, ConfigError
-from mcp_gpu.models import JobState
+from mcp_gpu.models import JobHandle, JobState
 from mcp_gpu.transport import Transport
 
 MANAGED_BY = "mcp-gpu"
@@ -255,24 +255,22 @@ class KubernetesBackend:
         return handle
 
     async def observe(self, t: Transport, handle: dict[str, Any], layout: RunLayout) -> Observation:
-        base, name = self._base(handle), _name(handle)
-        res = await t.run([*base, "get", "job", name, "-o", "json"], timeout=60)
-        if not res.ok:
-            if "NotFound" in res.stderr or "not found" in res.stderr:
-                return parse_observation(None, {})
-            return Observation(alive=None, detail=f"kubectl get job failed: {' | '.join(res.tail(2))}")
-        job = json.loads(res.stdout)
-        pods_res = await t.run([*base, "get", "pods", "-l", f"job-name={name}", "-o", "json"], timeout=60)
-        pods = json.loads(pods_res.stdout) if pods_res.ok and pods_res.stdout.strip() else {}
-        return parse_observation(job, pods)
+        from mcp_gpu.backends import observe
+
+        _name(handle)
+        jo, v = await observe.observe_one(t, observe.target_for(self.name, handle, layout.run_dir))
+        if jo.scheduler is not None and v.kind == "unknown":
+            return jo.scheduler
+        return observe.to_observation(jo, v)
 
     async def cancel(self, t: Transport, handle: dict[str, Any], layout: RunLayout) -> None:
         base, name = self._base(handle), _name(handle)
         res = await t.run([*base, "delete", "job", name, "--wait=false", "--ignore-not-found", "--cascade=background"],
                           timeout=60)
         _check(res.ok, "kubectl delete job", res.tail(3))
-        if handle.get("secret"):
-            await t.run([*base, "delete", "secret", _dns(str(handle["secret"])), "--ignore-not-found", "--wait=false"],
+        secret = JobHandle.of(handle).secret
+        if secret:
+            await t.run([*base, "delete", "secret", _dns(secret), "--ignore-not-found", "--wait=false"],
                         timeout=60)
 
 
@@ -283,7 +281,7 @@ def _dns(value: str) -> str:
 
 
 def _name(handle: dict[str, Any]) -> str:
-    return _dns(str(handle.get("k8s_job", "")))
+    return _dns(JobHandle.of(handle).k8s_job or "")
 
 
 def _check(ok: bool, what: str, tail: list[str]) -> None:

@@ -7,16 +7,9 @@ from typing import Any, ClassVar
 
 from mcp_gpu.backends import LaunchSpec, RunLayout
 from mcp_gpu.backends._detached import DEFAULT_HEARTBEAT_S, DetachedBackend
-from mcp_gpu.backends.wrapper import FEED
+from mcp_gpu.probes import load
 
-# Args: RUN_DIR SCRIPT WORKDIR HEARTBEAT_S; stdin: the environment lines.
-START = r"""set -u
-rd=$1 script=$2 wd=$3 hb=$4
-command -v setsid >/dev/null 2>&1 || { echo "setsid not found on PATH" >&2; exit 20; }
-fifo=$rd/.env.fifo
-rm -f -- "$fifo"; mkfifo -m 600 -- "$fifo" || exit 21
-setsid "${BASH:-bash}" "$rd/wrapper.sh" "$rd" "$script" "$wd" "$fifo" "$hb" </dev/null >/dev/null 2>&1 &
-""" + FEED
+START = load("start_nohup.sh")  # args and exit codes: see the file
 
 
 class NohupBackend(DetachedBackend):

@@ -16,6 +16,7 @@ from mcp_gpu.backends.nohup import NohupBackend
 from mcp_gpu.backends.tmux import TmuxBackend
 from mcp_gpu.errors import ConfigError, UnsupportedError
 from mcp_gpu.models import JobState
+from mcp_gpu.probes import load
 from mcp_gpu.transport import Transport
 
 _log = log.get("mcp_gpu.backends")
@@ -77,8 +78,7 @@ async def choose_backend(t: Transport, requested: str | None = "auto", profile_d
                                    hint="use backend='auto' to pick what the host has")
         return b
     # one round trip for both candidates: which of their commands does the host have?
-    res = await t.run_script('for n in "$@"; do command -v "$n" >/dev/null 2>&1 && echo "$n"; done',
-                             sorted(set(TmuxBackend.needs) | set(NohupBackend.needs)), timeout=30)
+    res = await t.run_script(load("have.sh"), sorted(set(TmuxBackend.needs) | set(NohupBackend.needs)), timeout=30)
     have = set(res.stdout.split())
     for candidate in ("tmux", "nohup"):
         b = get_backend(candidate)

@@ -22,63 +22,17 @@ from mcp_gpu.backends import LaunchSpec, Observation, RunLayout
 from mcp_gpu.backends._env import exit_signal_of, nul_records, signal_name
 from mcp_gpu.backends.wrapper import WRAPPER, parse_exit
 from mcp_gpu.errors import CommandFailed, ConfigError
-from mcp_gpu.models import JobState, check_name
+from mcp_gpu.models import JobHandle, JobState, check_name
+from mcp_gpu.probes import load
 from mcp_gpu.transport import Transport
 
-# Static. Args: RUN_DIR RUN_SCRIPT WORKDIR. Runs the shared wrapper (wrapper.sh: pid, pgid, heartbeat and
-# `exit_code` written atomically, exactly as under tmux/nohup; the job leads a process group of its own).
-# `--signal=B:SIG@N` signals this batch shell ONLY (without B: Slurm signals the job steps, and a job run by the
-# batch script itself has none), so the shell forwards it to the job's process group. The option `signal` the
-# user chose travels as USR1 (USR2 as itself) and MCP_GPU_SLURM_SIGNAL names what the job gets: a TERM the shell
-# receives is scancel's or the time limit's, which Slurm sends to every process of the job directly, so the job
-# gets each TERM once (a second TERM in the middle of a checkpoint save could cut it). USR1/USR2 start ignored in
-# the job: one that installs a handler (signal.signal) gets them; one that does not is not killed by them.
-BATCH = r"""#!/bin/bash
-rd=$1 script=$2 wd=$3
-fwd=${MCP_GPU_SLURM_SIGNAL:-USR1}
-unset MCP_GPU_SLURM_SIGNAL
-case $fwd in USR1|USR2|TERM|INT|HUP) ;; *) fwd=USR1;; esac
-echo "mcp-gpu: slurm job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}) on $(hostname -s) at $(date -u +%FT%TZ)"
-( trap '' USR1 USR2; exec setsid bash "$rd/wrapper.sh" "$rd" "$script" "$wd" - 15 ) </dev/null &
-w=$!
-# shellcheck disable=SC2317  # called from the traps below
-forward() {
-  local pg; pg=$(cat "$rd/pgid" 2>/dev/null)
-  echo "mcp-gpu: SIG$1 from Slurm (--signal), forwarded to the job"
-  case $pg in ''|*[!0-9]*) kill -s "$1" "$w" 2>/dev/null;; *) kill -s "$1" -- "-$pg" 2>/dev/null;; esac
-}
-trap 'forward "$fwd"' USR1
-trap 'forward USR2' USR2
-trap 'echo "mcp-gpu: SIGTERM from Slurm (the job gets it directly)"' TERM
-trap 'echo "mcp-gpu: SIGINT from Slurm"' INT
-trap 'echo "mcp-gpu: SIGHUP from Slurm"' HUP
-while :; do wait "$w"; rc=$?; kill -0 "$w" 2>/dev/null || break; done
-wait "$w" 2>/dev/null; r=$?; [ "$r" -ne 127 ] && rc=$r
-exit "$rc"
-"""
+# The batch script (probes/slurm_batch.sh) runs the shared wrapper in its own process group and forwards the
+# checkpoint signal `--signal=B:SIG@N` delivers to the batch shell only; see the file for the details.
+BATCH = load("slurm_batch.sh")
 
-# Args: BATCH_PATH BATCH_TEXT WRAPPER_PATH WRAPPER_TEXT then sbatch's argv. Env and secrets arrive on stdin as
-# NUL-terminated NAME=value records, are exported here, and reach the job through `sbatch --export=ALL`.
-SUBMIT = r"""set -eu
-umask 077
-put() { mkdir -p -- "$(dirname -- "$1")"; printf '%s' "$2" >"$1.tmp.$$"; chmod 500 "$1.tmp.$$"; mv -f -- "$1.tmp.$$" "$1"; }
-put "$1" "$2"
-put "$3" "$4"
-shift 4
-while IFS= read -r -d '' kv; do export "$kv"; done
-exec sbatch "$@"
-"""
+# Writes the batch script and wrapper, exports env/secrets read from stdin, execs sbatch (probes/slurm_submit.sh).
+SUBMIT = load("slurm_submit.sh")
 
-# One round trip: live state, accounting (or scontrol when accounting is off), and the wrapper's exit file.
-OBSERVE = r"""id=$1 rd=$2
-printf 'squeue=%s\n' "$(squeue -h -j "$id" -o %T 2>/dev/null | head -n1)"
-acct=$(sacct -X -n -P -j "$id" --format=JobID,State,ExitCode 2>/dev/null | awk -F'|' -v id="$id" '$1==id' | tail -n1)
-if [ -n "$acct" ]; then printf 'sacct=%s\n' "$acct"
-else printf 'scontrol=%s\n' "$(scontrol -o show job "$id" 2>/dev/null | head -n1)"; fi
-printf 'exit_code=%s\n' "$(head -c 64 "$rd/exit_code" 2>/dev/null | head -n1)"
-hb=; [ -f "$rd/heartbeat" ] && hb=$(( $(date +%s) - $(stat -c %Y -- "$rd/heartbeat" 2>/dev/null || date +%s) ))
-printf 'heartbeat_age=%s\n' "$hb"
-"""
 
 LIVE = {"PENDING": JobState.launching, "CONFIGURING": JobState.launching, "REQUEUED": JobState.launching,
         "REQUEUE_HOLD": JobState.launching, "REQUEUE_FED": JobState.launching, "RESV_DEL_HOLD": JobState.launching,
@@ -215,6 +169,7 @@ def _exit_of(code: str) -> tuple[int | None, str | None]:
 
 
 def parse_observation(text: str) -> Observation:
+    """The text of `probes/lib/slurm.sh`'s `slurm_observe` (key=value lines) as an Observation."""
     fields = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
     live = fields.get("squeue", "").strip()
     state, code = "", ""
@@ -285,8 +240,11 @@ class SlurmBackend:
         return handle
 
     async def observe(self, t: Transport, handle: dict[str, Any], layout: RunLayout) -> Observation:
-        res = await t.run_script(OBSERVE, [_job_id(handle), layout.run_dir], timeout=60)
-        return parse_observation(res.stdout)
+        from mcp_gpu.backends import observe
+
+        _job_id(handle)
+        jo, v = await observe.observe_one(t, observe.target_for(self.name, handle, layout.run_dir))
+        return jo.scheduler if jo.scheduler is not None and v.kind == "unknown" else observe.to_observation(jo, v)
 
     async def cancel(self, t: Transport, handle: dict[str, Any], layout: RunLayout) -> None:
         """`scancel`: the job gets SIGTERM, then SIGKILL after the cluster's KillWait. Already gone is fine."""
@@ -296,7 +254,7 @@ class SlurmBackend:
 
 
 def _job_id(handle: dict[str, Any]) -> str:
-    job_id = str(handle.get("slurm_job_id", ""))
+    job_id = str(JobHandle.of(handle).slurm_job_id or "")
     if not job_id.isdigit():
         raise ConfigError(f"job handle has no Slurm job id: {handle!r}")
     return job_id

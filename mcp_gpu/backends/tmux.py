@@ -10,23 +10,12 @@ from typing import Any, ClassVar
 
 from mcp_gpu.backends import LaunchSpec, RunLayout
 from mcp_gpu.backends._detached import DEFAULT_HEARTBEAT_S, DetachedBackend
-from mcp_gpu.backends.wrapper import FEED
-from mcp_gpu.models import check_name
+from mcp_gpu.models import JobHandle, check_name
+from mcp_gpu.probes import load
 
 DEFAULT_SOCKET = "mcp-gpu"
 
-# Args: SOCKET SESSION RUN_DIR SCRIPT WORKDIR HEARTBEAT_S; stdin: the environment lines.
-START = r"""set -u
-sock=$1 sess=$2 rd=$3 script=$4 wd=$5 hb=$6
-command -v tmux >/dev/null 2>&1 || { echo "tmux not found on PATH" >&2; exit 20; }
-command -v setsid >/dev/null 2>&1 || { echo "setsid not found on PATH" >&2; exit 20; }
-fifo=$rd/.env.fifo
-rm -f -- "$fifo"; mkfifo -m 600 -- "$fifo" || exit 21
-if ! tmux -L "$sock" new-session -d -s "$sess" -x 200 -y 50 -c "$rd" -- \
-     "${BASH:-bash}" "$rd/wrapper.sh" "$rd" "$script" "$wd" "$fifo" "$hb" </dev/null; then
-  rm -f -- "$fifo"; exit 22
-fi
-""" + FEED
+START = load("start_tmux.sh")  # args and exit codes: see the file
 
 
 class TmuxBackend(DetachedBackend):
@@ -39,7 +28,8 @@ class TmuxBackend(DetachedBackend):
         session = check_name(spec.job_id, "tmux session name")
         hb = str(int(spec.options.get("heartbeat_s", DEFAULT_HEARTBEAT_S)))
         return ([sock, session, layout.run_dir, script_path, spec.workdir, hb],
-                {"socket": sock, "session": session})
+                {"tmux_socket": sock, "tmux_session": session})
 
     def session_args(self, handle: dict[str, Any]) -> list[str]:
-        return [str(handle.get("socket") or DEFAULT_SOCKET), str(handle.get("session") or "")]
+        h = JobHandle.of(handle)
+        return [h.tmux_socket or DEFAULT_SOCKET, h.tmux_session or ""]

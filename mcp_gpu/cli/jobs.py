@@ -51,8 +51,7 @@ def jobs(args: argparse.Namespace) -> int:
 
 
 def logs(args: argparse.Namespace) -> int:
-    from mcp_gpu import log
-    from mcp_gpu.lifecycle.jobs import job_logs, refresh_job
+    from mcp_gpu.lifecycle.jobs import clean_lines, job_logs, refresh_job
     from mcp_gpu.store import jobs as jobstore
 
     async def go(app: App) -> int:
@@ -73,11 +72,11 @@ def logs(args: argparse.Namespace) -> int:
                     offset += len(chunk)
                     pending += chunk
                 *done, pending = pending.split(b"\n")
-                for raw in done:
-                    print(log.scrub(raw.decode("utf-8", "replace").rsplit("\r", 1)[-1]), flush=True)
+                for raw in done:  # remote bytes: escape sequences never reach the terminal
+                    print(clean_lines(raw)[0], flush=True)
             if rec.state.finished:
                 if pending:
-                    print(log.scrub(pending.decode("utf-8", "replace")), flush=True)
+                    print(clean_lines(pending)[0], flush=True)
                 print(f"-- {rec.id} {rec.state.value}"
                       f"{'' if rec.exit_code is None else f' (exit {rec.exit_code})'}", file=sys.stderr)
                 return 0

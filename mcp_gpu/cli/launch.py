@@ -30,6 +30,8 @@ def add_parser(sub: Any) -> None:
                    help="also arm the on-box guard: stop the meter H hours from now (you approve at the terminal)")
     p.add_argument("--guard-idle-min", type=float, metavar="M",
                    help="also arm the on-box guard: stop after M minutes with no job and idle GPUs")
+    p.add_argument("--stall-floor-s", type=float, default=None,
+                   help="never call the job stalled before this many silent seconds (default 120)")
     p.add_argument("--json", action="store_true", help="print the structured result")
     p.set_defaults(func=run, command=[])
     _split_at_double_dash(p)
@@ -80,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         res = await waiting(f"launching {args.name} on {args.host}, watching its start (up to {args.probe_s:g}s)",
                             launch_detached(app, args.host, command, args.workdir, args.name, backend=args.backend,
                                             env=env, secret_env=args.secret_env, probe_s=args.probe_s,
-                                            run_root=args.run_root, outputs=args.output or None, options=options))
+                                            run_root=args.run_root, outputs=args.output or None, options=options,
+                                            stall_floor_s=args.stall_floor_s))
         if args.guard_max_hours is not None or args.guard_idle_min is not None:
             from mcp_gpu.cli.guard import ask_terminal
             from mcp_gpu.lifecycle import guard as g

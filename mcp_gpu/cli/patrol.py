@@ -10,6 +10,7 @@ from typing import Any
 
 from mcp_gpu.cli import emit_json, run_with_app, waiting
 from mcp_gpu.errors import ConfigError
+from mcp_gpu.untrusted import clean_line
 
 
 def add_parser(sub: Any) -> None:
@@ -60,7 +61,7 @@ def table(report: Any, colour: bool = False) -> list[str]:
         loss = "-" if p is None or p.loss is None else f"{p.loss:.4g}"
         bad = next((f for f in j.findings if f.severity in ("error", "critical", "warn")), None)
         rows.append((j.name, j.host, j.state, prog, loss, _age(j.checkpoint.age_s if j.checkpoint else None),
-                     f"{bad.cls}: {bad.title[:50]}" if bad else "-"))
+                     clean_line(f"{bad.cls}: {bad.title[:50]}") if bad else "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = []
     for n, r in enumerate(rows):
@@ -89,8 +90,9 @@ def run_status(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(report)
         return 0
-    for line in table(report, colour=use_colour()):
-        print(line)
+    colour = use_colour()
+    for line in table(report, colour=colour):
+        print(line if colour else clean_line(line, 1000))  # remote text was cleaned at the source; colour is ours
     if not report.jobs:
         print("no jobs to patrol")
     print(f"next: {cli_next}")
@@ -113,9 +115,9 @@ def run_patrol(args: argparse.Namespace) -> int:
         else:
             print(f"[{report.at}] patrol of {len(report.jobs)} job(s) in {report.duration_s:.2f}s")
             for line in report.summary:
-                print("  " + line)
+                print("  " + clean_line(line, 400))
             for c in report.changed:
-                print("  changed: " + c)
+                print("  changed: " + clean_line(c, 400))
             print("  next: " + cli_next)
         sys.stdout.flush()
         if every is None:

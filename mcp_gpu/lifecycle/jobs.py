@@ -1,8 +1,10 @@
 """Companions of launch: list jobs (refreshed live), tail a job's log, and cancel a job behind a confirmation.
 
-`refresh_job` is the one place a registry state is moved from what the host shows: the wrapper's exit file
-decides succeeded/failed, the `cancelled` record decides cancelled, and a job with neither and nothing alive
-is `lost`. A host that cannot be reached changes nothing (`unreachable` is an observation, never a verdict).
+`refresh_job` moves a registry state from what the host shows, through the one observation path
+(`backends.observe`: one probe, one parser, one `verdict`): a job runs while its process group lives, whatever
+files say; then the `cancelled` record, the wrapper's exit code or the scheduler decide. A host that cannot be
+reached changes nothing (`unreachable` is an observation, never a verdict). Log text is remote data: it is
+cleaned of control and escape sequences before it is returned.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
-from mcp_gpu import log
+from mcp_gpu import log, untrusted
 from mcp_gpu.app import App
 from mcp_gpu.backends import Observation, RunLayout
+from mcp_gpu.backends import observe as obs_path
 from mcp_gpu.backends.registry import get_backend, scheduler_verdict
 from mcp_gpu.errors import ConfigError, GpuError, TransportError
 from mcp_gpu.lifecycle import cancel_gate
@@ -89,7 +92,10 @@ def view(rec: JobRecord, *, unreachable: bool = False) -> JobView:
 
 def state_from(obs: Observation, backend: str | None = None) -> JobState | None:
     """The state an observation proves, or None when it proves nothing new (alive, or cannot tell).
-    For scheduler backends their own state table decides (a preempted or failed node leaves no exit file)."""
+    An observation made by the observation path carries `observe.verdict`'s state, which decides; otherwise
+    (a scheduler's bare answer) its state table decides (a preempted or failed node leaves no exit file)."""
+    if obs.state is not None:
+        return obs.state if obs.state.finished else None
     if obs.alive is None or obs.alive:
         return None
     if obs.cancelled:
@@ -104,10 +110,13 @@ def state_from(obs: Observation, backend: str | None = None) -> JobState | None:
 
 
 async def observe(app: App, rec: JobRecord, t: Transport | None = None) -> Observation:
-    t = t or await app.transport(rec.host)
-    if not rec.run_dir:
+    """One job through the one observation path."""
+    if not rec.run_dir and rec.backend != "kubernetes":
         return Observation(alive=False, detail="the job never got a run directory")
-    return await get_backend(rec.backend).observe(t, rec.handle, RunLayout(rec.run_dir))
+    t = t or await app.transport(rec.host)
+    host = await obs_path.observe_host(t, [obs_path.target_of(rec)], timeout=app.settings.command_timeout)
+    jo = host.jobs[rec.id]
+    return obs_path.to_observation(jo, obs_path.verdict(jo))
 
 
 async def refresh_job(app: App, rec: JobRecord, t: Transport | None = None) -> tuple[JobRecord, Observation | None]:
@@ -159,9 +168,12 @@ async def job_list(app: App, host: str | None = None, state: str | None = None, 
     return JobList(jobs=views, count=len(views))
 
 
-def _clean_lines(data: bytes) -> list[str]:
+def clean_lines(data: bytes) -> list[str]:
+    """Remote log bytes → display lines: the last redraw of each `\r` line (tqdm), secrets scrubbed, escape
+    and control sequences stripped (an OSC 52 in a log must never reach a terminal or the agent)."""
     text = data.decode("utf-8", "replace")
-    return [log.scrub(line.rstrip("\r").rsplit("\r", 1)[-1]) for line in text.split("\n")]
+    return [untrusted.clean_line(log.scrub(line.rstrip("\r").rsplit("\r", 1)[-1]), None)
+            for line in text.split("\n")]
 
 
 async def job_logs(app: App, job_id: str, lines: int = 100) -> JobLogs:
@@ -174,7 +186,7 @@ async def job_logs(app: App, job_id: str, lines: int = 100) -> JobLogs:
     t = await app.transport(rec.host)
     budget = min(MAX_LOG_BYTES, max(4096, n * 400))
     data = await t.read_tail(layout.log, budget)
-    out = _clean_lines(data)
+    out = clean_lines(data)
     if out and out[-1] == "":
         out.pop()
     truncated = len(data) >= budget
@@ -213,8 +225,8 @@ async def job_cancel(app: App, job_id: str, token: str | None = None, *, code: s
     t = await app.transport(rec.host)
     layout = RunLayout(rec.run_dir)
     await get_backend(rec.backend).cancel(t, rec.handle, layout)
-    obs = await get_backend(rec.backend).observe(t, rec.handle, layout)
-    how = (obs.cancelled or "").split(" ")[-1] or None
+    obs = await observe(app, rec, t)  # the one observation path: did the group really go?
+    how = untrusted.clean_line((obs.cancelled or "").split(" ")[-1], 20) or None
     rec = jobstore.set_state(app.store, rec.id, JobState.cancelled, kind="cancelled", exit_code=obs.exit_code,
                              exit_signal=obs.exit_signal, detail={"how": how, "detail": obs.detail})
     audit_log.append(app.store, "job_cancelled", action="cancel", target=rec.id,

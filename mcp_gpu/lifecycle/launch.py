@@ -27,7 +27,7 @@ from mcp_gpu.backends.registry import choose_backend
 from mcp_gpu.backends.wrapper import ENV_NAME_RE, PREPARE, WRAPPER, command_sha, normalise_command, parse_kv
 from mcp_gpu.errors import CommandFailed, ConfigError, GateRefused, GpuError
 from mcp_gpu.lifecycle import next_step
-from mcp_gpu.lifecycle.jobs import refresh_job, state_from
+from mcp_gpu.lifecycle.jobs import clean_lines, refresh_job, state_from
 from mcp_gpu.models import Finding, JobRecord, JobState, check_name, finding, iso
 from mcp_gpu.store import jobs as jobstore
 from mcp_gpu.transport import Completed, Transport, monotonic
@@ -155,7 +155,7 @@ def _has_traceback(lines: list[str]) -> bool:
 
 async def _log_lines(t: Transport, layout: RunLayout) -> list[str]:
     data = await t.read_tail(layout.log, 256 * 1024)
-    lines = [log.scrub(x.rstrip("\r").rsplit("\r", 1)[-1]) for x in data.decode("utf-8", "replace").split("\n")]
+    lines = clean_lines(data)  # remote text: secrets scrubbed, escape and control sequences stripped
     if lines and lines[-1] == "":
         lines.pop()
     return lines
@@ -222,7 +222,8 @@ async def probe(app: App, t: Transport, backend: Backend, rec: JobRecord, probe_
 async def launch_detached(app: App, host: str, command: str, workdir: str, name: str, backend: str = "auto",
                           env: dict[str, str] | None = None, secret_env: list[str] | None = None,
                           probe_s: float = 60, run_root: str | None = None, outputs: list[str] | None = None,
-                          relaunch: bool = False, options: dict[str, Any] | None = None) -> LaunchResult:
+                          relaunch: bool = False, options: dict[str, Any] | None = None,
+                          stall_floor_s: float | None = None) -> LaunchResult:
     """Start `command` detached on `host` from `workdir` as job `name` (see the module doc)."""
     check_name(name, "job name")
     _check_text(host, "host")
@@ -242,6 +243,8 @@ async def launch_detached(app: App, host: str, command: str, workdir: str, name:
     opts = dict(options or {})
     if probe_s < 0:
         raise ConfigError("probe_s must be >= 0", hint="e.g. 60")
+    if stall_floor_s is not None and not stall_floor_s > 0:
+        raise ConfigError("stall_floor_s must be > 0", hint="seconds of silence never called a stall, e.g. 60")
     t = await app.transport(host)
 
     lock = _locks.setdefault((host, name), asyncio.Lock())
@@ -268,7 +271,8 @@ async def launch_detached(app: App, host: str, command: str, workdir: str, name:
             workdir=workdir, run_dir="", script_sha=sha, created_at=now, updated_at=now,
             spec={"env_names": sorted(env), "secret_env": sorted(secrets), "outputs": outs,
                   "outputs_declared": bool(declared), "run_root": run_root,
-                  "probe_s": probe_s, "relaunch": relaunch, "options": opts},
+                  "probe_s": probe_s, "relaunch": relaunch, "options": opts,
+                  **({"stall_floor_s": stall_floor_s} if stall_floor_s is not None else {})},
         )
         rec, claimed = jobstore.claim(app.store, rec)
         if not claimed:  # another process sharing this registry launched the name first: that job is the answer

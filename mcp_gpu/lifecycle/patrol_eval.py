@@ -1,25 +1,35 @@
-"""Judge one job from what the patrol probe saw: state, progress, stall, triage, and what to do next."""
+"""Judge one job from what the observation probe saw: state, progress, stall, triage, and what to do next.
+
+Whether the job runs, exited, was cancelled or is gone is `backends.observe.verdict`'s call, never this module's.
+Here: new log lines (remote text, cleaned first), progress, the job's own cadence, triage, and the patrol
+memory kept between patrols (`PatrolMemory`, stored in the job's `last_patrol` JSON column).
+"""
 
 from __future__ import annotations
 
+import statistics
 import time
+from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_gpu import untrusted
 from mcp_gpu.app import App
-from mcp_gpu.backends import Observation
-from mcp_gpu.backends.registry import scheduler_verdict
+from mcp_gpu.backends.observe import HostObservation, JobObservation, verdict
 from mcp_gpu.lifecycle import next_step
-from mcp_gpu.lifecycle.patrol_probe import HostFacts, JobFacts, job_gpu
 from mcp_gpu.models import Finding, JobRecord, JobState, finding, iso
 from mcp_gpu.store import jobs as jobs_repo
+from mcp_gpu.triage import progress as prog
 from mcp_gpu.triage.engine import triage
 
-STALL_FLOOR_S = 600.0  # never call a job stalled before 10 min of silence, however fast its cadence
-STALL_FACTOR = 5.0  # ... or five of its own observed step intervals, whichever is longer
+# Stall thresholds live with the progress parser (triage/progress.py: `silence`, `stall_allowance`).
+STALL_FLOOR_S = prog.STALL_FLOOR_S
+CADENCE_SAMPLES = 16
 SEEN_CAP = 400  # fingerprints kept per job so old lines never re-escalate
 HISTORY_CAP = 8
+FINAL = ("succeeded", "failed", "preempted", "cancelled", "lost")
+_GENERIC = ("healthy", "traceback", "lost")  # classes that say "it ended" without saying why
 
 
 class ProgressView(BaseModel):
@@ -38,13 +48,56 @@ class CheckpointView(BaseModel):
     age_s: float
 
 
+class Cause(BaseModel):
+    """A failure class seen while the job ran, kept so that it stays the primary cause when the job ends."""
+
+    cls: str
+    title: str
+    gotcha: str | None = None
+    evidence: list[str] = Field(default_factory=list)
+    remedy: str = ""
+    at: str = ""
+
+
+class PatrolMemory(BaseModel):
+    """What patrol remembers about a job between patrols (the job's `last_patrol` column; old rows load)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    state: str | None = None
+    at: str | None = None
+    history: list[dict[str, Any]] = Field(default_factory=list)
+    progress: ProgressView | None = None
+    step_at: float | None = None
+    seen_at: float | None = None
+    cadence_samples: list[float] = Field(default_factory=list)
+    seen: list[str] = Field(default_factory=list)
+    oom_kill: int | None = None
+    cause: Cause | None = None
+    reported_final: bool = False
+
+    @classmethod
+    def of(cls, raw: dict[str, Any] | None) -> PatrolMemory:
+        data = dict(raw or {})
+        for key in ("progress", "cause"):
+            if data.get(key) is not None and not isinstance(data[key], dict):
+                data[key] = None
+        try:
+            return cls.model_validate(data)
+        except ValueError:
+            return cls()
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
 class JobPatrol(BaseModel):
     job_id: str
     name: str
     host: str
     backend: str
-    state: str = Field(description="running | stalled | unreachable | launching | succeeded | failed | preempted | "
-                                   "cancelled | lost")
+    state: str = Field(description="running | stalled | unreachable | unknown | launching | succeeded | failed | "
+                                   "preempted | cancelled | lost")
     previous_state: str | None
     changed: bool
     line: str = Field(description="the one-line report")
@@ -64,165 +117,187 @@ class JobPatrol(BaseModel):
     exit_code: int | None = None
     history: list[dict[str, Any]] = Field(default_factory=list)
     relaunched: str | None = Field(default=None, description="new job id when on_preempt=relaunch acted")
+    silent_s: float | None = Field(default=None, description="seconds without output, once past twice its cadence")
+    cadence_s: float | None = Field(default=None, description="its median seconds between log lines")
+    evidence: list[str] = Field(default_factory=list, description="why the verdict (alive/exited/...) is what it is")
+
+
+PROGRESS_TAIL = 200  # progress is read from the newest lines only (a 256 KiB chunk may hold thousands)
 
 
 def _progress(lines: list[str]) -> ProgressView | None:
-    try:
-        from mcp_gpu.triage import progress as prog
-    except ImportError:
-        return None
-    p = prog.latest_progress(lines)
+    p = prog.latest_progress(lines[-PROGRESS_TAIL:])
     if p is None:
         return None
     return ProgressView(step=p.step, total=p.total, epoch=p.epoch, loss=p.loss, lr=p.lr, rate=p.rate, eta_s=p.eta_s)
 
 
-def _consume(facts: JobFacts, finished: bool) -> tuple[list[str], int]:
-    """Split new bytes into whole lines; a trailing partial line waits for the next patrol unless the job ended."""
-    data = facts.new_bytes
+def _consume(o: JobObservation, finished: bool) -> tuple[list[str], int]:
+    """Split new bytes into whole lines; a trailing partial line waits for the next patrol unless the job ended.
+    Lines are remote text: control and escape sequences are stripped here, before anything reads them."""
+    data = o.new_bytes
     if not finished and data and not data.endswith(b"\n"):
         cut = data.rfind(b"\n")
         data = data[: cut + 1] if cut >= 0 else b""
     # tqdm redraws with \r: keep the last redraw of each line
-    lines = [seg.split("\r")[-1] for seg in data.decode("utf-8", "replace").splitlines()]
-    return [ln for ln in lines if ln.strip()], facts.log_from + len(data)
+    lines = [untrusted.clean_line(seg.split("\r")[-1], 2000)
+             for seg in data.decode("utf-8", "replace").split("\n")]
+    return [ln for ln in lines if ln.strip()], o.log_from + len(data)
 
 
-def scheduler_observation(job: JobRecord, f: JobFacts) -> Observation | None:
-    """Slurm and Kubernetes jobs: what the scheduler said in this probe, parsed by the backend itself."""
-    if job.backend == "slurm" and f.slurm_text:
-        from mcp_gpu.backends import slurm
-
-        return slurm.parse_observation(f.slurm_text)
-    if job.backend == "kubernetes" and f.k8s_job is not None:
-        from mcp_gpu.backends import kubernetes
-
-        return kubernetes.parse_observation(f.k8s_job, f.k8s_pods)
-    return None
+def _epoch(iso_text: str) -> float | None:
+    try:
+        return datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
-def _base_state(job: JobRecord, f: JobFacts, sched: Observation | None) -> tuple[str, int | None, str | None]:
-    if f.has_exit:
-        if f.cancelled:
-            return "cancelled", f.exit_code, f.exit_signal
-        return ("succeeded" if f.exit_code == 0 else "failed"), f.exit_code, f.exit_signal
-    if sched is not None:
-        verdict = scheduler_verdict(job.backend, sched)
-        if verdict is not None:
-            return verdict.value, sched.exit_code, sched.exit_signal
-    if f.alive:
-        return "running", None, None
-    if f.cancelled:
-        return "cancelled", None, None
-    return "lost", None, None
+def _remembered(mem: PatrolMemory, tri_primary: str, findings: list[Finding], state: str) -> tuple[str, list[Finding]]:
+    """A failure class seen while the job ran stays its primary cause when it ends (the tail at exit often shows
+    only the traceback's last lines, or nothing)."""
+    cause = mem.cause
+    if cause is None or state not in FINAL or tri_primary not in _GENERIC:
+        return tri_primary, findings
+    kept = finding(cause.cls, "error", f"{cause.title} (seen while it ran, at {cause.at})", gotcha=cause.gotcha,
+                   evidence=cause.evidence, remedy=cause.remedy)
+    rest = [f for f in findings if f.cls != cause.cls]
+    return cause.cls, [kept, *rest]
 
 
-async def evaluate(app: App, job: JobRecord, host: HostFacts | None, f: JobFacts | None, *,
+def evaluate(app: App, job: JobRecord, host: HostObservation | None, o: JobObservation | None, *,
                    unreachable: str | None = None, stall_floor_s: float | None = None) -> JobPatrol:
-    lp = dict(job.last_patrol)
-    prev_obs = lp.get("state") or job.state.value
+    mem = PatrolMemory.of(job.last_patrol)
+    prev_obs = mem.state or job.state.value
     now = time.time()
-    history: list[dict[str, Any]] = list(lp.get("history", []))
-    if unreachable is not None or f is None or host is None:
-        why = unreachable or "the probe returned nothing for this job"
-        line = (f"{job.name}@{job.host}: UNREACHABLE ({why.splitlines()[0][:90]}); last seen {prev_obs} — "
-                f"not a failure")
+    if unreachable is not None or o is None or host is None:
+        why = untrusted.clean_line(unreachable or "the probe returned nothing for this job", 90)
+        line = f"{job.name}@{job.host}: UNREACHABLE ({why}); last seen {prev_obs} — not a failure"
         rep = JobPatrol(job_id=job.id, name=job.name, host=job.host, backend=job.backend, state="unreachable",
                         previous_state=prev_obs, changed=prev_obs != "unreachable", line=line,
                         next="patrol again later; never cancel or tear down because a host is silent",
-                        progress=ProgressView(**lp["progress"]) if lp.get("progress") else None)
-        _record(app, job, rep, lp, history, now, offset=None)
+                        progress=mem.progress)
+        _record(app, job, rep, mem, now, offset=None)
         return rep
 
-    sched = scheduler_observation(job, f)
-    base, code, sig = _base_state(job, f, sched)
-    lines, new_offset = _consume(f, finished=base not in ("running", "launching"))
+    v = verdict(o)
+    if v.kind == "unknown":
+        line = (f"{job.name}@{job.host}: UNKNOWN ({untrusted.clean_line('; '.join(v.evidence), 160)}); "
+                f"last seen {prev_obs} — not a verdict")
+        rep = JobPatrol(job_id=job.id, name=job.name, host=job.host, backend=job.backend, state="unknown",
+                        previous_state=prev_obs, changed=prev_obs != "unknown", line=line, evidence=list(v.evidence),
+                        next="patrol again; if it stays unknown, read job_logs and the host before acting",
+                        progress=mem.progress)
+        _record(app, job, rep, mem, now, offset=None)
+        return rep
+    base = v.state.value if v.state is not None else "running"
+    code, sig = v.exit_code, v.exit_signal
+    lines, new_offset = _consume(o, finished=base not in ("running", "launching"))
     oom_delta = 0
-    if host.oom_kill is not None and lp.get("oom_kill") is not None:
-        oom_delta = max(0, host.oom_kill - int(lp["oom_kill"]))
-    disk_free = f.disk[2] if f.disk else None
-    inodes_free = f.inodes[1] if f.inodes else None
-    exit_for_triage = code if base in ("failed", "cancelled", "preempted", "lost", "succeeded") else None
-    sched_word = sched.scheduler_state if sched is not None else None
+    if host.oom_kill is not None and mem.oom_kill is not None:
+        oom_delta = max(0, host.oom_kill - mem.oom_kill)
+    disk_free, inodes_free = o.bytes_free, o.inodes_free
+    exit_for_triage = code if base in FINAL else None
+    sched_word = o.scheduler.scheduler_state if o.scheduler is not None else None
     tri = triage(lines, exit_code=exit_for_triage, exit_signal=sig, oom_kill_delta=oom_delta,
                  scheduler_state=sched_word, disk_free_bytes=disk_free, inodes_free=inodes_free,
-                 seen=set(lp.get("seen", [])))
+                 seen=set(mem.seen))
     state = base
-    if base in ("failed", "lost") and tri.primary == "preempted":
-        state = "preempted"
     findings = list(tri.findings)
-    if base == "lost" and state == "lost":
+    primary, findings = _remembered(mem, tri.primary, findings, state)
+    if base in ("failed", "lost") and primary == "preempted":
+        state = "preempted"
+    if state == "lost":
         findings.insert(0, finding("lost", "error", "the job vanished without an exit status", gotcha="U3",
-                                   evidence=[f"no exit_code file in {job.run_dir}; process gone",
-                                             f"log last written {f.log_age:.0f}s ago" if f.log_age else "no log"],
+                                   evidence=[*v.evidence[:2],
+                                             f"log last written {o.log_age:.0f}s ago" if o.log_age else "no log"],
                                    remedy="walk the four causes: reboot (uptime), OOM kill (dmesg, memory.events), "
                                           "SIGHUP, manual kill; then relaunch from the newest checkpoint"))
+        primary = "lost" if primary in _GENERIC else primary
+    bad_now = next((f for f in tri.findings if f.severity in ("error", "critical") and f.cls not in _GENERIC), None)
+    if bad_now is not None and state in ("running", "launching"):
+        mem.cause = Cause(cls=bad_now.cls, title=bad_now.title, gotcha=bad_now.gotcha, evidence=bad_now.evidence[:6],
+                          remedy=bad_now.remedy, at=iso())
 
-    prog = _progress(lines)
-    prev_prog = ProgressView(**lp["progress"]) if lp.get("progress") else None
-    step_at = float(lp.get("step_at") or now)
-    cadence = lp.get("cadence_s")
-    if prog is not None and prog.step is not None:
-        if prev_prog is None or prev_prog.step is None or prog.step != prev_prog.step:
-            if prev_prog is not None and prev_prog.step is not None and prog.step > prev_prog.step:
-                cadence = (now - step_at) / (prog.step - prev_prog.step)
-            step_at = now
-    elif lines and prev_prog is None:
-        step_at = now
-    progress = prog or prev_prog
+    prog_now = _progress(lines)
+    progress = prog_now or mem.progress
+    if prog_now is not None and prog_now.step is not None and (mem.progress is None or mem.progress.step != prog_now.step):
+        mem.step_at = now
+    elif mem.step_at is None:
+        mem.step_at = _epoch(job.created_at) or now
+    # the job's own cadence: seconds per log line, sampled patrol to patrol, median of the recent samples
+    since = now - (mem.seen_at or _epoch(job.created_at) or now)
+    if lines and since > 0:
+        mem.cadence_samples = [*mem.cadence_samples, since / len(lines)][-CADENCE_SAMPLES:]
+    mem.seen_at = now
+    cadence = statistics.median(mem.cadence_samples) if mem.cadence_samples else None
 
-    gpu_mem, gpu_util = job_gpu(host, f)
+    gpu_mem, gpu_util = host.gpu_use(o)
+    silent_s: float | None = None
     if state == "running":
-        floor = stall_floor_s if stall_floor_s is not None else float(job.spec.get("stall_floor_s") or STALL_FLOOR_S)
-        allowed = max(floor, STALL_FACTOR * float(cadence)) if cadence else floor
-        silent = f.log_age if f.log_age is not None else now - step_at
-        quiet_steps = now - step_at
-        if min(silent, quiet_steps) > allowed:
+        floor = stall_floor_s if stall_floor_s is not None else (job.request.stall_floor or STALL_FLOOR_S)
+        allowed = prog.stall_allowance(cadence, floor)
+        quiet = o.log_age if o.log_age is not None else now - (mem.step_at or now)
+        verdict_of_silence = prog.silence(quiet, cadence, floor)
+        if verdict_of_silence != "ok":
+            silent_s = quiet
+        if verdict_of_silence == "stalled":
             if gpu_util is not None and gpu_util >= 30:
                 findings.append(finding("network_stall", "warn", "log frozen but the GPU is busy", gotcha="U43",
-                                        evidence=[f"no new log for {silent:.0f}s", f"GPU util {gpu_util} %"],
+                                        evidence=[f"no new log for {quiet:.0f}s", f"GPU util {gpu_util} %"],
                                         remedy="likely buffered output: run with python -u / PYTHONUNBUFFERED=1; "
                                                "check the checkpoint mtime moves"))
             else:
                 state = "stalled"
-                findings.insert(0, finding("stalled", "error", f"no progress for {silent:.0f}s (allowed {allowed:.0f}s)",
+                cad = f"{cadence:.3g}s" if cadence else "unknown"
+                findings.insert(0, finding("stalled", "error", f"no output for {quiet:.0f}s (its cadence {cad}, "
+                                                               f"allowed {allowed:.0f}s)",
                                            gotcha="train.D19", evidence=[
                                                f"last step {progress.step if progress else '?'}",
-                                               f"log age {silent:.0f}s, heartbeat age {f.hb_age}",
+                                               f"log age {quiet:.0f}s, heartbeat age {o.hb_age}",
                                                f"GPU util {gpu_util if gpu_util is not None else 'n/a'}"],
                                            remedy="py-spy dump --pid <pid> tells hung from slow; a hung NCCL "
                                                   "collective needs the job restarted from its last checkpoint"))
 
+    ck = o.checkpoint
     ckpt = None
-    if f.ckpt is not None:
-        ckpt = CheckpointView(name=f.ckpt[2].rsplit("/", 1)[-1], bytes=f.ckpt[1], age_s=max(0.0, round(host.now - f.ckpt[0], 1)))
+    if ck is not None:
+        ckpt = CheckpointView(name=untrusted.clean_line(ck.name.rsplit("/", 1)[-1], 120), bytes=ck.size,
+                              age_s=max(0.0, round(host.now - ck.mtime, 1)))
     rep = JobPatrol(job_id=job.id, name=job.name, host=job.host, backend=job.backend, state=state,
-                    previous_state=prev_obs, changed=prev_obs != state, line="", primary=tri.primary,
-                    findings=findings, next="", progress=progress, log_age_s=f.log_age, heartbeat_age_s=f.hb_age,
+                    previous_state=prev_obs, changed=prev_obs != state, line="", primary=primary,
+                    findings=findings, next="", progress=progress, log_age_s=o.log_age, heartbeat_age_s=o.hb_age,
                     checkpoint=ckpt, gpu_mem_mib=gpu_mem, gpu_util_pct=gpu_util, disk_free_bytes=disk_free,
-                    inodes_free=inodes_free, new_log_bytes=len(f.new_bytes),
-                    skipped_log_bytes=max(0, f.log_from - job.log_offset), exit_code=code)
+                    inodes_free=inodes_free, new_log_bytes=len(o.new_bytes),
+                    skipped_log_bytes=max(0, o.log_from - job.log_offset), exit_code=code,
+                    silent_s=round(silent_s, 1) if silent_s is not None else None,
+                    cadence_s=round(cadence, 3) if cadence else None, evidence=list(v.evidence))
     rep.line = _line(rep)
     rep.next = next_step.patrol_job_next(app.store, job, rep)
-    lp.update(step_at=step_at, cadence_s=cadence, seen=tri.fingerprints[-SEEN_CAP:],
-              oom_kill=host.oom_kill if host.oom_kill is not None else lp.get("oom_kill"))
-    _record(app, job, rep, lp, history, now, offset=new_offset)
+    mem.seen = tri.fingerprints[-SEEN_CAP:]
+    if host.oom_kill is not None:
+        mem.oom_kill = host.oom_kill
+    _record(app, job, rep, mem, now, offset=new_offset)
     return rep
 
 
-def _record(app: App, job: JobRecord, rep: JobPatrol, lp: dict[str, Any], history: list[dict[str, Any]],
-            now: float, offset: int | None) -> None:
+def _record(app: App, job: JobRecord, rep: JobPatrol, mem: PatrolMemory, now: float, offset: int | None) -> None:
+    history = list(mem.history)
     if rep.changed or not history:
         history.append({"at": iso(), "state": rep.state})
     rep.history = history[-HISTORY_CAP:]
-    lp.update(state=rep.state, at=iso(), history=rep.history,
-              progress=rep.progress.model_dump() if rep.progress else lp.get("progress"))
-    final = rep.state in ("succeeded", "failed", "preempted", "cancelled", "lost")
+    mem.history = rep.history
+    mem.state, mem.at = rep.state, iso()
+    if rep.progress is not None:
+        mem.progress = rep.progress
+    final = rep.state in FINAL
     with app.store.atomic():
-        jobs_repo.update(app.store, job.id, log_offset=offset, last_patrol=lp)
+        jobs_repo.update(app.store, job.id, log_offset=offset, last_patrol=mem.to_json())
         if final and job.state.value != rep.state:
             jobs_repo.set_state(app.store, job.id, JobState(rep.state), kind="patrol", exit_code=rep.exit_code,
                                 detail={"primary": rep.primary, "line": rep.line})
+        elif final and rep.changed:  # already moved (by a refresh): patrol's first word on it keeps the cause
+            jobs_repo.append_event(app.store, job.id, "patrol", JobState(rep.state),
+                                   {"primary": rep.primary, "line": rep.line})
         elif rep.state in ("running", "stalled") and job.state is JobState.launching:
             jobs_repo.set_state(app.store, job.id, JobState.running, kind="patrol")
         elif rep.changed:
@@ -255,6 +330,9 @@ def _line(r: JobPatrol) -> str:
         parts.append(f"ckpt {r.checkpoint.name} {_fmt_age(r.checkpoint.age_s)} ago")
     if r.gpu_util_pct is not None:
         parts.append(f"gpu {r.gpu_util_pct}%")
+    if r.silent_s is not None and r.state == "running":  # never shown as plainly running while it is silent
+        cad = f"{r.cadence_s:.3g}s" if r.cadence_s else "unknown"
+        parts[1] = f"SILENT for {r.silent_s:.0f}s (cadence {cad})"
     if r.exit_code is not None and r.state != "succeeded":
         parts.append(f"exit {r.exit_code}")
     bad = [f for f in r.findings if f.severity in ("error", "critical")]

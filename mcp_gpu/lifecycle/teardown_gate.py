@@ -8,9 +8,15 @@ cannot be reached is refused. Each remaining problem that only loses results (un
 results, a job that keeps nothing, an unregistered run) is a `Loss` a HUMAN may accept: `accept_loss` makes the
 phrase name every one of them, and nothing else can open the gate.
 
-The probe (a static script, arguments as argv) reads each registered job's run directory as the wrapper writes
-it (`exit_code`, `pid`, `pgid`, the tmux session) and, in the same round trip, lists the newest checkpoint-like
-file under the paths each job's latest manifest verified (`artifacts.listing.PROBE` in `newest` mode). The gate
+Whether each job is still running is decided by the one observation path (`backends.observe`: one probe per
+machine, NUL-framed, a job exited only when its process group is gone); the newest checkpoint under each job's
+verified paths comes from the listing probe in `newest` mode.
+
+Liveness comes from the one observation path (`backends.observe`: one probe for every registered job of the
+host, `verdict` per job: a job whose process group lives is running whatever its files say). Alongside, on the
+same connection, the listing probe finds the newest checkpoint-like file under the paths each job's latest
+manifest verified (`artifacts.listing.PROBE` in `newest` mode). The observation also reports the run dirs found
+under the host's run roots (`HostObservation.discovered`), including those the registry does not know. The gate
 passes only when no job is still running (unless `allow_running`) and every job has a verified manifest with
 `all_ok` that no newer remote checkpoint has made stale. Otherwise `GateRefused` lists exactly what is missing
 and the call that fixes each. The snapshot (jobs, their observed states, manifest ids, newest checkpoint mtimes)
@@ -31,8 +37,7 @@ from mcp_gpu.app import App
 from mcp_gpu.artifacts.listing import MAX_LISTING_BYTES, Newest, check_roots, is_checkpoint_like, parse_listing
 from mcp_gpu.artifacts.listing import PROBE as LIST_PROBE
 from mcp_gpu.artifacts.manifest import ManifestRecord, latest_manifest, stale_reason
-from mcp_gpu.backends import RunLayout
-from mcp_gpu.backends.wrapper import _GROUP, parse_exit
+from mcp_gpu.backends import observe as obs_path
 from mcp_gpu.errors import CommandFailed, GateRefused, GpuError, TransportError
 from mcp_gpu.lifecycle.teardown_plan import identity_verdict
 from mcp_gpu.lifecycle.verify import required_outputs
@@ -41,26 +46,6 @@ from mcp_gpu.store import hosts, jobs
 from mcp_gpu.untrusted import clean_line
 
 ProbeState = Literal["running", "exited", "dead", "missing", "unknown"]
-_FIELDS_PER_JOB = 7
-_DETACHED = ("tmux", "nohup")
-
-# Args: LIST_PROBE N  then N × (RUN_DIR TMUX_SOCKET TMUX_SESSION)  then the roots to list (newest mode).
-GATE_PROBE = "set -u\nprobe=$1 n=$2; shift 2\n" + _GROUP + r"""
-i=0
-while [ "$i" -lt "$n" ]; do
-  rd=$1 sock=$2 sess=$3; shift 3
-  ec=; [ -f "$rd/exit_code" ] && ec=$(head -c 200 -- "$rd/exit_code" | head -n 1 | tr -cd 'A-Za-z0-9 -')
-  pid=$(cat -- "$rd/pid" 2>/dev/null) pg=$(cat -- "$rd/pgid" 2>/dev/null)
-  pa=0; pid_alive "$pid" && pa=1
-  ga=0; group_alive "$pg" && ga=1
-  sa=-; [ -n "$sock" ] && { sa=0; session_alive && sa=1; }
-  rdok=0; [ -d "$rd" ] && rdok=1
-  printf 'J\0%s\0%s\0%s\0%s\0%s\0%s\0' "$i" "$ec" "$pa" "$ga" "$sa" "$rdok"
-  i=$((i + 1))
-done
-[ "$#" -gt 0 ] && bash -c "$probe" mcp-gpu-list newest 0 "$@"
-exit 0
-"""
 
 
 LossKind = Literal["unreachable", "unverified", "keeps_nothing", "unregistered"]
@@ -138,6 +123,8 @@ class Gate(BaseModel):
                                                      description="self-identity other aliases' machines reported")
     identity_check: str = Field(default="", description="proven / unproven / contradicted / not_applicable")
     identity_detail: str = ""
+    discovered: list[str] = Field(default_factory=list, description="job ids of the run dirs found on the host "
+                                                                    "(registered or not)")
 
     @property
     def passed(self) -> bool:
@@ -334,68 +321,46 @@ def _newest(files: list[Any], roots: list[str]) -> Newest | None:
     return Newest(name=posixpath.join(top.root, top.rel), mtime=top.mtime)
 
 
-def _state(fields: list[str]) -> tuple[ProbeState, int | None]:
-    _tag, _i, ec, pa, ga, sa, rdok = fields
-    if rdok != "1":
-        return "missing", None
-    if ec:
-        code, _sig = parse_exit(ec)
-        return "exited", code
-    if "1" in (pa, ga, sa):
+def state_of(v: obs_path.Verdict) -> tuple[ProbeState, int | None]:
+    """The gate's words for a verdict of the observation path."""
+    if v.kind == "running":
         return "running", None
-    return "dead", None
+    if v.kind in ("exited", "cancelled"):
+        return "exited", v.exit_code
+    if v.kind == "gone":
+        return ("missing", None) if v.run_dir_missing else ("dead", None)
+    return "unknown", None
 
 
-async def _observe_scheduler(app: App, t: Any, rec: JobRecord) -> tuple[ProbeState, int | None]:
-    """Slurm/Kubernetes: the scheduler knows more than the run dir (pending jobs, pods on other nodes)."""
-    from mcp_gpu.backends.registry import get_backend
-
-    try:
-        obs = await get_backend(rec.backend).observe(t, rec.handle, RunLayout(rec.run_dir))
-    except TransportError:
-        raise
-    except GpuError:
-        return "unknown", None
-    if obs.alive:
-        return "running", None
-    if obs.alive is None:
-        return "unknown", None
-    return ("exited", obs.exit_code) if obs.exit_code is not None else ("dead", None)
+def run_roots(recs: list[JobRecord]) -> list[str]:
+    """Where run dirs live on the host: the default root and the parent of every known run dir."""
+    roots = ["~/.mcp-gpu/runs"]
+    roots += [posixpath.dirname(r.run_dir.rstrip("/")) for r in recs if r.run_dir.startswith("/")]
+    return list(dict.fromkeys(roots))
 
 
 async def _probe_jobs(app: App, t: Any, host: str, recs: list[JobRecord],
-                      roots: dict[str, list[str]]) -> tuple[dict[str, tuple[ProbeState, int | None]], list[Any]]:
+                      roots: dict[str, list[str]]
+                      ) -> tuple[dict[str, tuple[ProbeState, int | None]], list[Any], list[str]]:
     """The liveness probe of one machine: each job's run dir (and tmux session), plus the newest checkpoint under
     the roots. (The observation mechanics; the selection of jobs and the verdict live elsewhere.)"""
     states: dict[str, tuple[ProbeState, int | None]] = {}
     files: list[Any] = []
     if not recs:
-        return states, files
-    args = [LIST_PROBE, str(len(recs))]
-    for r in recs:
-        sock, sess = ((str(r.handle.get("socket") or "mcp-gpu"), str(r.handle.get("session") or ""))
-                      if r.backend == "tmux" and r.handle.get("session") else ("", ""))
-        args += [r.run_dir, sock, sess]
+        return states, files, []
     all_roots = list(dict.fromkeys(x for r in recs for x in roots[r.id]))
-    res = await t.run_script(GATE_PROBE, [*args, *all_roots], timeout=max(app.settings.command_timeout, 120),
-                             max_output=MAX_LISTING_BYTES)
-    if res.truncated:  # a cut listing could hide the newest checkpoint: fail closed
-        raise CommandFailed(f"{host}: the teardown gate probe printed more than {MAX_LISTING_BYTES >> 20} MiB",
-                            hint="narrow the jobs' output paths, then run request_teardown again")
-    parts = res.stdout.split("\0", _FIELDS_PER_JOB * len(recs))
-    if len(parts) < _FIELDS_PER_JOB * len(recs):
-        raise CommandFailed(f"{host}: the teardown gate probe's output was cut short",
-                            hint="run request_teardown again", data={"stderr": res.tail(3)})
-    for i, r in enumerate(recs):
-        states[r.id] = _state(parts[i * _FIELDS_PER_JOB:(i + 1) * _FIELDS_PER_JOB])
-    rest = parts[-1] if len(parts) > _FIELDS_PER_JOB * len(recs) else ""
-    if all_roots:
-        files = parse_listing(rest, all_roots).files
+    timeout = max(app.settings.command_timeout, 120)
+    host_obs = await obs_path.observe_host(t, [obs_path.target_of(r) for r in recs], roots=run_roots(recs),
+                                           timeout=timeout)
     for r in recs:
-        if r.backend not in _DETACHED and states[r.id][0] != "exited":
-            states[r.id] = await _observe_scheduler(app, t, r)
-    return states, files
-
+        states[r.id] = state_of(obs_path.verdict(host_obs.jobs.get(r.id)))
+    if all_roots:
+        res = await t.run_script(LIST_PROBE, ["newest", "0", *all_roots], timeout=timeout, max_output=MAX_LISTING_BYTES)
+        if res.truncated:  # a cut listing could hide the newest checkpoint: fail closed
+            raise CommandFailed(f"{host}: the teardown gate's listing printed more than {MAX_LISTING_BYTES >> 20} MiB",
+                                hint="narrow the jobs' output paths, then run request_teardown again")
+        files = parse_listing(res.stdout, all_roots).files
+    return states, files, host_obs.discovered
 
 async def probe_identity(app: App, rec: HostRecord, *, allow_running: bool, accept_loss: bool = False,
                          identity: str = "", discover_jobs: bool = True) -> Gate:
@@ -421,6 +386,7 @@ async def probe_identity(app: App, rec: HostRecord, *, allow_running: bool, acce
     states: dict[str, tuple[ProbeState, int | None]] = {}
     unreachable_jobs: set[str] = set()
     files: list[Any] = []
+    discovered: list[str] = []
     all_recs = list(recs)
     for target, ep in endpoints.items():
         try:
@@ -448,13 +414,14 @@ async def probe_identity(app: App, rec: HostRecord, *, allow_running: bool, acce
         manifests_ep = {r.id: latest_manifest(app.store, job_id=r.id) for r in ep_recs}
         roots_ep = {r.id: _roots(r, manifests_ep[r.id]) for r in ep_recs}
         try:
-            st, fl = await _probe_jobs(app, t, ep.host, ep_recs, roots_ep)
+            st, fl, disc = await _probe_jobs(app, t, ep.host, ep_recs, roots_ep)
         except TransportError as err:
             ep.reachable, ep.error = False, err.message[:300]
             unreachable_jobs.update(r.id for r in ep_recs)
             continue
         states.update(st)
         files += fl
+        discovered += disc
     all_recs.sort(key=lambda r: r.created_at)
     manifests = {r.id: latest_manifest(app.store, job_id=r.id) for r in all_recs}
     roots = {r.id: _roots(r, manifests[r.id]) for r in all_recs}
@@ -466,6 +433,7 @@ async def probe_identity(app: App, rec: HostRecord, *, allow_running: bool, acce
     gate.aliases = [h.name for h in aliases]
     gate.reported_env = reported
     gate.alias_reports = others
+    gate.discovered = list(dict.fromkeys(discovered))
     return settle(gate, accept_loss=accept_loss)
 
 
@@ -473,6 +441,7 @@ async def probe_gate(app: App, host: str, names: list[str], *, allow_running: bo
     """The gate of one registered host (kept for callers that name a host): see `probe_identity`."""
     rec = hosts.find(app.store, host) or HostRecord(name=host, target=names[1] if len(names) > 1 else host)
     return await probe_identity(app, rec, allow_running=allow_running)
+
 
 
 def judge(host: str, recs: list[JobRecord], manifests: dict[str, ManifestRecord | None], roots: dict[str, list[str]],

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from mcp_gpu.errors import ConfigError, NotFoundError
-from mcp_gpu.models import JobRecord, JobState, iso
+from mcp_gpu.models import JobHandle, JobRecord, JobState, iso
 from mcp_gpu.store import Store
 
 _COLUMNS = ("id, host, name, backend, state, attempt, previous_id, command, workdir, run_dir, script_sha, "
@@ -48,11 +48,17 @@ def _row(r: sqlite3.Row) -> JobRecord:
     )
 
 
+def _handle_json(handle: dict[str, Any]) -> str:
+    """The handle as typed (`models.JobHandle`: one spelling per field), serialised to the same JSON column.
+    Reading accepts old rows (`socket`/`session` for the tmux fields) through `JobHandle.of`."""
+    return json.dumps(JobHandle.of(handle).to_json())
+
+
 def insert(store: Store, rec: JobRecord) -> JobRecord:
     store.execute(
         f"INSERT INTO jobs({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",  # noqa: S608 - fixed columns
         (rec.id, rec.host, rec.name, rec.backend, rec.state.value, rec.attempt, rec.previous_id, rec.command,
-         rec.workdir, rec.run_dir, rec.script_sha, json.dumps(rec.handle), json.dumps(rec.spec), rec.created_at,
+         rec.workdir, rec.run_dir, rec.script_sha, _handle_json(rec.handle), json.dumps(rec.spec), rec.created_at,
          rec.updated_at, rec.finished_at, rec.exit_code, rec.exit_signal, rec.log_offset,
          json.dumps(rec.last_patrol)),
     )
@@ -165,7 +171,7 @@ def update(store: Store, job_id: str, *, state: JobState | None = None, handle: 
     params: list[Any] = [iso()]
     for col, val in (("state", state.value if state else None), ("run_dir", run_dir), ("workdir", workdir),
                      ("script_sha", script_sha), ("log_offset", log_offset),
-                     ("handle_json", json.dumps(handle) if handle is not None else None),
+                     ("handle_json", _handle_json(handle) if handle is not None else None),
                      ("spec_json", json.dumps(spec) if spec is not None else None),
                      ("last_patrol_json", json.dumps(last_patrol) if last_patrol is not None else None)):
         if val is not None:

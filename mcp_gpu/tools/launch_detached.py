@@ -29,6 +29,9 @@ def register(server: MCPServer) -> None:
         relaunch: Annotated[bool, Field(description="start a new attempt if the previous one finished")] = False,
         options: Annotated[dict[str, Any] | None, Field(description="backend options (slurm partition/gpus/time, "
                                                                     "k8s image, grace_s, tmux_socket ...)")] = None,
+        stall_floor_s: Annotated[float | None, Field(description="patrol never calls the job stalled before this "
+                                                                 "many silent seconds (default 120; past that, five "
+                                                                 "of its own log intervals)", gt=0)] = None,
         guard: Annotated[GuardRules | None, Field(description="ask for an on-box guard (max_hours / idle_minutes) "
                                                               "that stops the meter if nobody watches; the human "
                                                               "approves it with guard_arm")] = None,
@@ -39,7 +42,7 @@ def register(server: MCPServer) -> None:
         new attempt. Secrets go by env var NAME only. Run smoke_cpu first."""
         res = await launch_detached(app_of(ctx), host, command, workdir, name, backend=backend, env=env,
                                     secret_env=secret_env, probe_s=probe_s, run_root=run_root, outputs=outputs,
-                                    relaunch=relaunch, options=options)
+                                    relaunch=relaunch, options=options, stall_floor_s=stall_floor_s)
         if guard is not None:
             # arming is a future stop: only the human approves it, so launch asks for it rather than doing it
             plan = plan_guard(app_of(ctx), host, guard)

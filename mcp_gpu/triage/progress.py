@@ -246,3 +246,30 @@ def stall_threshold(prev: Observation | None, cur: Observation, *, floor_s: floa
 def is_stalled(prev: Observation | None, cur: Observation, now: float, floor_s: float = 600, factor: float = 5) -> bool:
     """Alive but no new progress since `cur` for longer than its own cadence allows (see `stall_threshold`)."""
     return now - cur.t > stall_threshold(prev, cur, floor_s=floor_s, factor=factor)
+
+
+# Stall from the job's own cadence (what patrol uses): the median interval between its log lines, sampled patrol
+# to patrol. Silent past SILENT_MISSED intervals is shown as such; stalled past STALL_MISSED intervals, never before
+# the floor. The default floor suits a fast job (a 0.5 s cadence is stalled after 2 min, not 10) and a slow one
+# alike (a line every 10 min is allowed 50 min); a launch sets its own with `stall_floor_s`.
+STALL_FLOOR_S = 120.0
+STALL_MISSED = 5.0
+STALL_FLOOR_NO_CADENCE = 600.0  # no interval seen yet: be patient
+SILENT_MISSED = 2.0
+SILENT_MIN_S = 2.0
+
+
+def stall_allowance(cadence_s: float | None, floor_s: float = STALL_FLOOR_S) -> float:
+    """Seconds of silence allowed before a job is stalled."""
+    if cadence_s is None or cadence_s <= 0:
+        return max(floor_s, STALL_FLOOR_NO_CADENCE)
+    return max(floor_s, STALL_MISSED * cadence_s)
+
+
+def silence(quiet_s: float, cadence_s: float | None, floor_s: float = STALL_FLOOR_S) -> str:
+    """`ok`, `silent` (missed a couple of its own intervals) or `stalled` (past the allowance)."""
+    if quiet_s > stall_allowance(cadence_s, floor_s):
+        return "stalled"
+    if quiet_s > max(SILENT_MIN_S, SILENT_MISSED * (cadence_s or floor_s)):
+        return "silent"
+    return "ok"

@@ -25,6 +25,16 @@ for i in range(1, steps + 1):
         print(f"step {i}/{steps} loss {1.0 / i:.4f} lr 0.0003", flush=True)
     if mode == "stall" and i == 2:
         time.sleep(3600)
+    if mode == "hang-after" and i == int(os.environ.get("HANG_AT", "8")):
+        time.sleep(3600)
+    if mode == "cuda-crash" and i == 2:
+        print("Traceback (most recent call last):", flush=True)
+        print('  File "train.py", line 42, in <module>', flush=True)
+        print("    loss.backward()", flush=True)
+        print("RuntimeError: CUDA error: an illegal memory access was encountered", flush=True)
+        while not os.path.exists("release"):
+            time.sleep(0.1)
+        sys.exit(1)
     if mode == "cuda-warn" and i == 2:
         print("RuntimeError: CUDA error: an illegal memory access was encountered", flush=True)
     if mode == "fill" and i == 3:
