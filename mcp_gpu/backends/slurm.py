@@ -25,7 +25,7 @@ from mcp_gpu.errors import CommandFailed, ConfigError
 from mcp_gpu.models import JobState, check_name
 from mcp_gpu.transport import Transport
 
-# Static. Args: RUN_DIR RUN_SCRIPT WORKDIR. Runs the shared wrapper (wrapper.sh: pid, pgid, heartbeat and
+# Static. Args: RUN_DIR RUN_SCRIPT WORKDIR [SANDBOX-PREFIX...]. Runs the shared wrapper (wrapper.sh: pid, pgid, heartbeat and
 # `exit_code` written atomically, exactly as under tmux/nohup; the job leads a process group of its own).
 # `--signal=B:SIG@N` signals this batch shell ONLY (without B: Slurm signals the job steps, and a job run by the
 # batch script itself has none), so the shell forwards it to the job's process group. The option `signal` the
@@ -35,11 +35,12 @@ from mcp_gpu.transport import Transport
 # the job: one that installs a handler (signal.signal) gets them; one that does not is not killed by them.
 BATCH = r"""#!/bin/bash
 rd=$1 script=$2 wd=$3
+shift 3  # the rest: the sandbox a job on the server's own machine starts in (LaunchSpec.sandbox), or nothing
 fwd=${MCP_GPU_SLURM_SIGNAL:-USR1}
 unset MCP_GPU_SLURM_SIGNAL
 case $fwd in USR1|USR2|TERM|INT|HUP) ;; *) fwd=USR1;; esac
 echo "mcp-gpu: slurm job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}) on $(hostname -s) at $(date -u +%FT%TZ)"
-( trap '' USR1 USR2; exec setsid bash "$rd/wrapper.sh" "$rd" "$script" "$wd" - 15 ) </dev/null &
+( trap '' USR1 USR2; exec setsid ${1+"$@"} bash "$rd/wrapper.sh" "$rd" "$script" "$wd" - 15 ) </dev/null &
 w=$!
 # shellcheck disable=SC2317  # called from the traps below
 forward() {
@@ -105,7 +106,7 @@ def _token(options: dict[str, Any], key: str) -> str | None:
     if value is None or value == "":
         return None
     text = str(value)
-    if not _TOKEN.match(text):
+    if not _TOKEN.fullmatch(text):
         raise ConfigError(f"slurm option {key}={text!r} is not a plain Slurm value",
                           hint="letters, digits and _ . : , @ + - only, not starting with '-'")
     return text
@@ -152,7 +153,7 @@ class SlurmOptions:
             time_text = format_time(limit)
         elif options.get("time") not in (None, ""):
             time_text = str(options["time"])
-            if not _TIME.match(time_text):
+            if not _TIME.fullmatch(time_text):
                 raise ConfigError(f"slurm time {time_text!r} is not a Slurm time",
                                   hint="minutes, MM:SS, HH:MM:SS or D-HH:MM:SS; or give time_limit_s")
         sig = str(options.get("signal", "USR1")).upper().removeprefix("SIG")
@@ -201,7 +202,7 @@ def sbatch_argv(spec: LaunchSpec, layout: RunLayout, batch_path: str, script_pat
     if o.signal_before_s:  # to the batch shell, which forwards `o.signal` to the job's group (see BATCH)
         argv.append(f"--signal=B:{carrier_signal(o.signal)}@{o.signal_before_s}")
     argv.append("--requeue" if o.requeue else "--no-requeue")
-    return [*argv, batch_path, layout.run_dir, script_path, spec.workdir]
+    return [*argv, batch_path, layout.run_dir, script_path, spec.workdir, *spec.sandbox]
 
 
 def _exit_of(code: str) -> tuple[int | None, str | None]:
