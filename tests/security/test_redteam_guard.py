@@ -75,3 +75,56 @@ async def _steal(ssh_app: App, work: Path, runs: Path, runpod: FakeCloud) -> Non
     out = (run_dir / "out.log").read_text()
     assert "no key found" in out, out
     assert not [q for q in runpod.requests if q.method == "DELETE"]
+
+
+MEMSCAN = r"""
+import os, re, sys
+pat = re.compile(rb"rp-redteam-[0-9a-f]{16}")
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        if b"guard.sh" not in open(f"/proc/{pid}/cmdline", "rb").read():
+            continue
+        mem = open(f"/proc/{pid}/mem", "rb")
+        for line in open(f"/proc/{pid}/maps"):
+            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+            if "rw" not in line.split()[1]:
+                continue
+            try:
+                mem.seek(lo)
+                m = pat.search(mem.read(hi - lo))
+            except OSError:
+                continue
+            if m:
+                print("stolen", m.group().decode()[:14])
+                sys.exit(0)
+    except OSError:
+        continue
+print("no key found")
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="hole left: the server's provider key lives in the on-box guard's memory, "
+                                       "readable by root on the box (/proc/PID/mem); closing it means arming guards "
+                                       "with the platform's in-box key only")
+async def test_a_job_on_the_box_cannot_read_the_key_from_the_guards_memory(ssh_app: App, tmp_path: Path, runs: Path,
+                                                                          volume: Path, runpod: FakeCloud) -> None:
+    import sys
+
+    register_host_record(ssh_app.store, "box", "testhost", "runpod", POD)
+    plan = plan_guard(ssh_app, "box", GuardRules(max_hours=1, grace_s=5, interval_s=0.5))
+    await arm_guard(ssh_app, plan, approved_by="test (the human approved the guard)", run_root=str(runs),
+                    guard_dir=guard_dir(tmp_path))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "scan.py").write_text(MEMSCAN)
+    try:
+        async with agent(ssh_app) as c:
+            r = await c.call_tool("launch_detached", {
+                "host": "box", "command": f"{sys.executable} scan.py", "workdir": str(work), "name": "scan",
+                "backend": "nohup", "probe_s": 2, "run_root": str(runs)})
+            assert not r.is_error, text(r)
+        run_dir = Path(r.structured_content["run_dir"])  # type: ignore[index]
+        await wait_until(lambda: (run_dir / "exit_code").exists(), what="the job to end", timeout=60)
+        assert "no key found" in (run_dir / "out.log").read_text()
+    finally:
+        await guard_status(ssh_app, "box", disarm=True)
