@@ -21,6 +21,14 @@ printf '%s' "$text" > "$gd/guard.sh.tmp.$$" && chmod 500 -- "$gd/guard.sh.tmp.$$
   mv -f -- "$gd/guard.sh.tmp.$$" "$gd/guard.sh" || exit 12
 rm -f -- "$gd/NOTICE" "$gd/state"
 IFS= read -r k || true
+# The platform's own key inside the instance (scoped to it) wins: then the account-wide key we were sent is
+# dropped here and never reaches the long-lived guard, whose memory root on this box could read.
+key_env=${!#}
+case $key_env in [A-Za-z_]*) inbox=${!key_env:-} ;; *) inbox= ;; esac
+[ -n "$inbox" ] || [ -z "$key_env" ] ||
+  inbox=$(tr '\0' '\n' < /proc/1/environ 2>/dev/null | sed -n "s/^${key_env}=//p" | head -n 1)
+[ -n "$inbox" ] && k=
+inbox=
 # The key travels on a pipe (fd 3), read once by the guard: never its environment, which stays readable in
 # /proc/PID/environ for the guard's whole life (a job on this box read it there and destroyed a pod with it).
 setsid nohup bash "$gd/guard.sh" "$gd" "$root" "$@" </dev/null >>"$gd/guard.out" 2>&1 3< <(printf '%s\n' "$k") &

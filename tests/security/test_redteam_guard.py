@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from mcp_gpu.app import App
+from mcp_gpu.config import Settings
 from mcp_gpu.lifecycle.guard import GuardRules, arm_guard, guard_status, plan_guard
 from mcp_gpu.tools.register_host import register_host_record
 from tests.fake_providers import FakeCloud
 from tests.jobhelpers import wait_until
 from tests.security.human_gate_helpers import agent, text
+from tests.sshd import Sshd
 from tests.test_guard import POD, guard_dir, volume  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.anyio
@@ -103,9 +105,9 @@ print("no key found")
 """
 
 
-@pytest.mark.xfail(strict=True, reason="hole left: the server's provider key lives in the on-box guard's memory, "
-                                       "readable by root on the box (/proc/PID/mem); closing it means arming guards "
-                                       "with the platform's in-box key only")
+@pytest.mark.xfail(strict=True, reason="hole left: on a box WITHOUT a key of its own, the server's account key lives "
+                                       "in the on-box guard's memory, readable by root on the box (/proc/PID/mem); "
+                                       "closing it means never arming a stop with the account key")
 async def test_a_job_on_the_box_cannot_read_the_key_from_the_guards_memory(ssh_app: App, tmp_path: Path, runs: Path,
                                                                           volume: Path, runpod: FakeCloud) -> None:
     import sys
@@ -128,3 +130,50 @@ async def test_a_job_on_the_box_cannot_read_the_key_from_the_guards_memory(ssh_a
         assert "no key found" in (run_dir / "out.log").read_text()
     finally:
         await guard_status(ssh_app, "box", disarm=True)
+
+
+@pytest.fixture
+def inbox_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """A box whose sessions carry the platform's own in-instance key (RunPod sets RUNPOD_API_KEY in a pod)."""
+    from tests.conftest import _need_sshd
+
+    _need_sshd()
+    server = Sshd(tmp_path_factory.mktemp("inbox"), alias="inboxbox",
+                  extra_env={"RUNPOD_API_KEY": "pod-scoped-" + secrets.token_hex(8)})
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_a_box_with_its_own_key_never_gets_the_account_key(inbox_box: Sshd, home: Path, tmp_path: Path,
+                                                                 runs: Path, volume: Path, runpod: FakeCloud) -> None:
+    """Where the platform put a key of its own in the instance, the guard uses it: the server's account-wide key
+    (which can delete every machine of the account) is dropped before the long-lived guard starts."""
+    import sys
+
+    app = App.open(Settings(home=home, ssh_config=(str(inbox_box.ssh_config),), connect_timeout=5,
+                            command_timeout=30, keepalive=2))
+    try:
+        register_host_record(app.store, "box", "inboxbox", "runpod", POD)
+        plan = plan_guard(app, "box", GuardRules(max_hours=1, grace_s=5, interval_s=0.5))
+        assert "inside the instance when the box has it" in plan.key_source
+        await arm_guard(app, plan, approved_by="test (the human approved the guard)", run_root=str(runs),
+                        guard_dir=guard_dir(tmp_path))
+        work = tmp_path / "work"
+        work.mkdir()
+        (work / "scan.py").write_text(MEMSCAN)
+        try:
+            async with agent(app) as c:
+                r = await c.call_tool("launch_detached", {
+                    "host": "box", "command": f"{sys.executable} scan.py", "workdir": str(work), "name": "scan",
+                    "backend": "nohup", "probe_s": 2, "run_root": str(runs)})
+                assert not r.is_error, text(r)
+            run_dir = Path(r.structured_content["run_dir"])  # type: ignore[index]
+            await wait_until(lambda: (run_dir / "exit_code").exists(), what="the job to end", timeout=60)
+            assert "no key found" in (run_dir / "out.log").read_text()
+        finally:
+            await guard_status(app, "box", disarm=True)
+    finally:
+        await app.aclose()
