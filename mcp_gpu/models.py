@@ -205,7 +205,7 @@ def check_name(value: str, what: str = "name") -> str:
     """Names become file names, tmux sessions, Slurm job names and k8s labels: keep them boring."""
     from mcp_gpu.errors import ConfigError
 
-    if not _NAME_RE.match(value or ""):
+    if not _NAME_RE.fullmatch(value or ""):
         raise ConfigError(
             f"invalid {what} {value!r}: use 1-63 characters from A-Z a-z 0-9 . _ - , starting with a letter or digit",
             hint=f"pick a {what} like 'train-lr3e-4'",

@@ -106,7 +106,7 @@ class Credentials(_Dated):
     @classmethod
     def _names_only(cls, v: list[str]) -> list[str]:
         for name in v:
-            if not _ENV_NAME_RE.match(name):
+            if not _ENV_NAME_RE.fullmatch(name):
                 raise ValueError(f"{name!r} is not an environment variable NAME (values never go in a profile)")
         return v
 

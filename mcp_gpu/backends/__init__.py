@@ -67,6 +67,8 @@ class LaunchSpec:
     env: dict[str, str] = field(default_factory=dict)  # non-secret, recorded
     secrets: dict[str, str] = field(default_factory=dict)  # NAME -> value, sent over stdin only
     options: dict[str, Any] = field(default_factory=dict)  # backend-specific (partition, gpus, image, ...)
+    # argv put before the wrapper (a local job: the mount namespace that hides the server's state dir and key files)
+    sandbox: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 def check_env_name(name: str) -> str:
-    if not _ENV_NAME.match(name or ""):
+    if not _ENV_NAME.fullmatch(name or ""):
         raise ConfigError(f"invalid environment variable name {name!r}",
                           hint="use letters, digits and _ only, not starting with a digit (e.g. HF_TOKEN)")
     return name

@@ -36,14 +36,14 @@ def dns_name(name: str, job_id: str, *, limit: int = 63) -> str:
 
 
 def label_value(value: str) -> str:
-    if len(value) <= 63 and _LABEL_VALUE.match(value):
+    if len(value) <= 63 and _LABEL_VALUE.fullmatch(value):
         return value
     return hashlib.sha256(value.encode()).hexdigest()[:16]
 
 
 def _quantity(key: str, value: Any) -> str:
     text = str(value)
-    if isinstance(value, bool) or not _QUANTITY.match(text):
+    if isinstance(value, bool) or not _QUANTITY.fullmatch(text):
         raise ConfigError(f"kubernetes {key}={value!r} is not a quantity", hint="e.g. gpus 1, cpu '4', memory '32Gi'")
     return text
 
@@ -52,7 +52,7 @@ def _opt(options: dict[str, Any], key: str, pattern: re.Pattern[str], hint: str)
     value = options.get(key)
     if value in (None, ""):
         return None
-    if not isinstance(value, str) or not pattern.match(value):
+    if not isinstance(value, str) or not pattern.fullmatch(value):
         raise ConfigError(f"kubernetes option {key}={value!r} is not valid", hint=hint)
     return value
 
@@ -275,7 +275,7 @@ class KubernetesBackend:
 
 
 def _dns(value: str) -> str:
-    if not _DNS1123.match(value) or len(value) > 253:
+    if not _DNS1123.fullmatch(value) or len(value) > 253:
         raise ConfigError(f"{value!r} is not a Kubernetes object name")
     return value
 

@@ -19,4 +19,4 @@ class NohupBackend(DetachedBackend):
 
     def start_args(self, spec: LaunchSpec, layout: RunLayout, script_path: str) -> tuple[list[str], dict[str, Any]]:
         hb = str(int(spec.options.get("heartbeat_s", DEFAULT_HEARTBEAT_S)))
-        return [layout.run_dir, script_path, spec.workdir, hb], {}
+        return [layout.run_dir, script_path, spec.workdir, hb, *spec.sandbox], {}

@@ -59,7 +59,7 @@ def _token(options: dict[str, Any], key: str) -> str | None:
     if value is None or value == "":
         return None
     text = str(value)
-    if not _TOKEN.match(text):
+    if not _TOKEN.fullmatch(text):
         raise ConfigError(f"slurm option {key}={text!r} is not a plain Slurm value",
                           hint="letters, digits and _ . : , @ + - only, not starting with '-'")
     return text
@@ -106,7 +106,7 @@ class SlurmOptions:
             time_text = format_time(limit)
         elif options.get("time") not in (None, ""):
             time_text = str(options["time"])
-            if not _TIME.match(time_text):
+            if not _TIME.fullmatch(time_text):
                 raise ConfigError(f"slurm time {time_text!r} is not a Slurm time",
                                   hint="minutes, MM:SS, HH:MM:SS or D-HH:MM:SS; or give time_limit_s")
         sig = str(options.get("signal", "USR1")).upper().removeprefix("SIG")
@@ -155,7 +155,7 @@ def sbatch_argv(spec: LaunchSpec, layout: RunLayout, batch_path: str, script_pat
     if o.signal_before_s:  # to the batch shell, which forwards `o.signal` to the job's group (see BATCH)
         argv.append(f"--signal=B:{carrier_signal(o.signal)}@{o.signal_before_s}")
     argv.append("--requeue" if o.requeue else "--no-requeue")
-    return [*argv, batch_path, layout.run_dir, script_path, spec.workdir]
+    return [*argv, batch_path, layout.run_dir, script_path, spec.workdir, *spec.sandbox]
 
 
 def _exit_of(code: str) -> tuple[int | None, str | None]:

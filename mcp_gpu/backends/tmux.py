@@ -27,7 +27,7 @@ class TmuxBackend(DetachedBackend):
         sock = check_name(str(spec.options.get("tmux_socket") or DEFAULT_SOCKET), "tmux socket name")
         session = check_name(spec.job_id, "tmux session name")
         hb = str(int(spec.options.get("heartbeat_s", DEFAULT_HEARTBEAT_S)))
-        return ([sock, session, layout.run_dir, script_path, spec.workdir, hb],
+        return ([sock, session, layout.run_dir, script_path, spec.workdir, hb, *spec.sandbox],
                 {"tmux_socket": sock, "tmux_session": session})
 
     def session_args(self, handle: dict[str, Any]) -> list[str]:

@@ -277,7 +277,10 @@ async def audit_env(app: App, host: str, platform: str | None = None, checkpoint
     rec = hosts_repo.find(app.store, host)
     platform = platform or (rec.platform if rec else None) or ("local" if host == "local" else None)
     prof = profiles.load_profile(platform) if platform else None
-    t = await app.transport(host)
+    from mcp_gpu.lifecycle.launch import for_agent_program
+
+    # `python` names a program the agent chose: on this machine it must not run with the keys or the state dir
+    t = for_agent_program(app, await app.transport(host), [run_dir] if run_dir else [])
     t0 = time.monotonic()
     extra = prof.probe_paths() if prof else []
     res = await t.run_script(probe_script(), [run_dir or "", python, str(int(max(1, smi_timeout_s))), *extra],

@@ -170,7 +170,10 @@ def plan_guard(app: App, host: str, rules: GuardRules) -> GuardPlan:
     if why is None and not have_key:
         key_source = f"the platform's own {verb.in_box_key_env if verb else '?'} inside the instance"
     else:
-        key_source = f"{server_key} sent over stdin (kept only in the guard's memory)" if have_key else "none"
+        inbox = verb.in_box_key_env if verb else "?"
+        key_source = (f"the platform's own {inbox} inside the instance when the box has it; otherwise {server_key}, "
+                      "sent over a pipe and kept in the guard's memory (root on the box can read it)"
+                      if have_key else "none")
     stop: Literal["api", "notice"] = "notice" if why else "api"
     rule_txt = " or ".join(x for x in (
         f"at {iso_time(deadline)} ({rules.max_hours:g} h from now)" if deadline else "",

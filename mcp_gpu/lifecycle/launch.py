@@ -14,6 +14,7 @@ import json
 import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -71,7 +72,7 @@ def _check_text(value: str, what: str, *, allow_newline: bool = False) -> str:
 
 def check_env_name(name: str) -> str:
     """A name a job may set: well formed, and not one the wrapper or its shell uses (attack 10)."""
-    if not isinstance(name, str) or not ENV_NAME_RE.match(name):
+    if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name):
         raise ConfigError(f"invalid environment variable name {name!r}",
                           hint="use letters, digits and _ only, not starting with a digit (e.g. HF_TOKEN)")
     return check_job_env_name(name)
@@ -100,6 +101,25 @@ class CleanEnvTransport:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+class SandboxedTransport(CleanEnvTransport):
+    """This machine's transport for a command that runs a program the agent named (audit_env's `python`): the
+    allow-listed environment, inside the sandbox that hides the state dir, the key files and the tmux servers."""
+
+    def __init__(self, inner: Transport, prefix: Sequence[str]) -> None:
+        super().__init__(inner)
+        self._prefix = list(prefix)
+
+    def _argv(self, argv: Sequence[str]) -> list[str]:
+        return [*self._prefix, *super()._argv(argv)]
+
+
+def for_agent_program(app: App, t: Transport, keep: Sequence[str] = ()) -> Transport:
+    """`t` unchanged for a remote host; on this machine, sandboxed with a clean environment."""
+    if t.kind != "local":
+        return t
+    return SandboxedTransport(t, local_sandbox(app, list(keep)))  # type: ignore[return-value]
 
 
 def teardown_keys() -> frozenset[str]:
@@ -319,6 +339,19 @@ async def _claim_on_box(t: Transport, rec: JobRecord, run_root: str | None) -> N
                             f"{' | '.join(res.tail(3)) or 'no output'}", hint="check the run_root is writable")
 
 
+def local_sandbox(app: App, keep: list[str]) -> tuple[str, ...]:
+    """A job on THIS machine is code running as the server's user: it must not read or write what guards the server
+    (the registry, where a forged approval row would complete a destructive request; the audit log; the TOTP and
+    HTTP keys; the provider key files). The wrapper starts in the same mount namespace sandbox as `smoke_cpu`, with
+    the job's own run dir and workdir left reachable. No sandbox on this machine → none (the docs say so)."""
+    from mcp_gpu.lifecycle.sandbox import covers_keeping, escape_hatches, sandbox_for
+    from mcp_gpu.lifecycle.smoke import guarded_paths
+
+    keep_paths = [Path(k) for k in keep if k]
+    box = sandbox_for(covers_keeping([app.settings.home, *guarded_paths(), *escape_hatches()], keep_paths))
+    return tuple(box.wrap([])) if box.active else ()
+
+
 async def _start(app: App, t: Transport, backend: Backend, rec: JobRecord, env: dict[str, str],
                  secrets: dict[str, str], opts: dict[str, Any], run_root: str | None) -> JobRecord:
     meta = json.dumps({"job_id": rec.id, "name": rec.name, "host": rec.host, "backend": rec.backend,
@@ -341,7 +374,7 @@ async def _start(app: App, t: Transport, backend: Backend, rec: JobRecord, env: 
     layout = RunLayout(run_dir)
     rec = jobstore.update(app.store, rec.id, run_dir=run_dir, workdir=workdir)
     spec = LaunchSpec(job_id=rec.id, name=rec.name, command=rec.command, workdir=workdir, env=env, secrets=secrets,
-                      options=opts)
+                      options=opts, sandbox=local_sandbox(app, [run_dir, workdir]) if t.kind == "local" else ())
     handle = await backend.launch(t, spec, layout, layout.script(rec.script_sha))
     rec = jobstore.update(app.store, rec.id, handle=handle)
     return jobstore.set_state(app.store, rec.id, JobState.running, kind="launched",

@@ -90,6 +90,51 @@ def _try(how: str) -> bool:
     return _works[how]
 
 
+def escape_hatches() -> list[Path]:
+    """Sockets of daemons that run commands as this user OUTSIDE the sandbox: the tmux servers (the one running a
+    local job's pane was started outside it: `tmux -L mcp-gpu new-window CMD` ran CMD with the state dir in view)
+    and the user's runtime dir (systemd --user, D-Bus). The tmux dir is created now if missing, so that a tmux
+    server started later puts its socket under the cover too."""
+    out: list[Path] = []
+    tmux_dir = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+    try:
+        tmux_dir.mkdir(mode=0o700, exist_ok=True)
+        out.append(tmux_dir)
+    except OSError:
+        pass
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        out.append(Path(runtime))
+    return out
+
+
+def covers_keeping(hide: list[Path], keep: list[Path]) -> list[Path]:
+    """What to cover so that `hide` is unreadable but every path in `keep` stays reachable: a hidden dir that holds
+    a kept path is not covered whole; its other entries are (recursively along the kept path's ancestors). A local
+    job whose run dir or workdir lies inside the state dir (the demo) still cannot read the registry or the keys.
+    A hidden path that IS a kept path is covered all the same (fail closed: the job cannot start there)."""
+    kept = [k.expanduser().resolve() for k in keep]
+    out: list[Path] = []
+    for h in hide:
+        try:
+            real = h.expanduser().resolve()
+        except OSError:
+            continue
+        inside = [k for k in kept if k != real and k.is_relative_to(real)]
+        if not inside or not real.is_dir() or real.is_symlink():
+            out.append(real)
+            continue
+        try:
+            entries = sorted(real.iterdir())
+        except OSError:
+            out.append(real)
+            continue
+        for e in entries:
+            if e.is_symlink() or e.resolve() not in inside:
+                out += covers_keeping([e], inside) if not e.is_symlink() else [e]
+    return out
+
+
 def sandbox_for(hide: list[Path]) -> Sandbox:
     """The strongest sandbox this machine allows, hiding the given existing paths (resolved: a symlinked state
     dir is hidden where it really is)."""

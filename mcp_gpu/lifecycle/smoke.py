@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 from mcp_gpu import log
 from mcp_gpu.backends._env import allowed_env, check_env_name, exit_signal_of
 from mcp_gpu.errors import ConfigError
-from mcp_gpu.lifecycle.sandbox import Sandbox, sandbox_for
+from mcp_gpu.lifecycle.sandbox import Sandbox, escape_hatches, sandbox_for
 from mcp_gpu.models import Finding, Verdict, finding, verdict_of
 
 TAIL_LINES = 40
@@ -179,7 +179,7 @@ async def smoke_cpu(command: list[str] | str, cwd: str, timeout_s: float = 120, 
         raise ConfigError(f"timeout_s={timeout_s} must be between 0 and 3600 seconds",
                           hint="a smoke is 1-2 batches: 60-300 s is typical")
     secrets = read_secrets(secret_env)
-    box = sandbox_for(guarded_paths() if hide is None else hide)
+    box = sandbox_for([*(guarded_paths() if hide is None else hide), *escape_hatches()])
     if box.covers(workdir):
         raise ConfigError(f"smoke cwd {cwd!r} is the server's state dir (or a key file): the smoke may not run there",
                           hint="run it in the project directory")

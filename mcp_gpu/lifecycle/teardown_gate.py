@@ -206,7 +206,7 @@ def scan_sockets(app: App) -> list[str]:
             sock = None
         if isinstance(sock, str) and sock:
             socks.append(sock)
-    return list(dict.fromkeys(s for s in socks if _JOB_ID.match(s)))
+    return list(dict.fromkeys(s for s in socks if _JOB_ID.fullmatch(s)))
 
 
 # Discovery, a step separate from the liveness probe (so it can ride on any observation probe).
@@ -403,7 +403,7 @@ async def probe_identity(app: App, rec: HostRecord, *, allow_running: bool, acce
         for jid, where in [*found.run_dirs.items(), *((j, f"tmux -L {s} session {j}") for j, s in found.sessions.items())]:
             if jid in known:
                 continue
-            other = jobs.find(app.store, jid) if _JOB_ID.match(jid) else None
+            other = jobs.find(app.store, jid) if _JOB_ID.fullmatch(jid) else None
             if other is not None:  # mcp-gpu started it here, registered under another name: it counts
                 known.add(jid)
                 by_ep[target].append(other)

@@ -9,6 +9,7 @@ listed file arrived whole, matched its remote hash, and (for verify) passed its 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -119,6 +120,42 @@ def default_dest(app: App, job_id: str | None, host: str) -> Path:
     return app.settings.artifacts_dir / label
 
 
+def check_dest(app: App, dest: Path) -> None:
+    """Pulled files never land in the server's state dir (outside its artifacts folder) or over a provider key
+    file: a remote folder named like the state dir, pulled into its parent, would replace the TOTP secret, the HTTP
+    token or the audit head with what the agent chose. Paths are compared resolved (symlinks, `..`)."""
+    real = Path(os.path.realpath(dest))
+    if real.is_relative_to(os.path.realpath(app.settings.artifacts_dir)):
+        return
+    for guard in _guards(app):
+        if real.is_relative_to(guard) or guard.is_relative_to(real):
+            raise ConfigError(f"dest {str(dest)!r} overlaps the server's state dir or a provider key file ({guard}): "
+                              "pulled files may not land there",
+                              hint=f"omit dest (default: under {app.settings.artifacts_dir}) or pick a folder of "
+                                   "your project")
+
+
+def _guards(app: App) -> list[Path]:
+    from mcp_gpu.lifecycle.smoke import guarded_paths
+
+    return [Path(os.path.realpath(g.expanduser())) for g in (app.settings.home, *guarded_paths())]
+
+
+def check_local_sources(app: App, roots: list[str]) -> None:
+    """Pulling from this machine must not copy the state dir or a key file out of hiding (to a dest a smoke or a
+    job can read: the TOTP secret gives codes, the HTTP token the server). Resolved: symlinks, `~`."""
+    for r in roots:
+        real = Path(os.path.realpath(Path(os.path.expanduser("~")) / r if not r.startswith("/") else r))
+        for guard in _guards(app):
+            # a folder inside the state dir may be pulled (the demo works there); the state dir itself, what holds
+            # it, and its own files (registry, keys, token, audit head) may not
+            inside = real != guard and real.is_relative_to(guard)
+            if guard.is_relative_to(real) or (inside and not (guard / real.relative_to(guard).parts[0]).is_dir()):
+                raise ConfigError(f"refused path {r!r}: it is, holds or lies in the server's state dir or a provider "
+                                  f"key file ({guard})", hint="pull the job's own output directories",
+                                  data={"class": "path_refused"})
+
+
 DEFER_HASH_BYTES = 64 << 20
 MAX_FINDINGS = 50
 
@@ -194,7 +231,10 @@ async def verify_artifacts(app: App, job_id: str | None = None, host: str | None
     t0 = anyio.current_time()
     job, host, roots, optional = _target(app, job_id, host, paths)
     dest_p = Path(dest).expanduser() if dest else default_dest(app, job, host)
+    check_dest(app, dest_p)
     transport = await app.transport(host)
+    if transport.kind == "local":
+        check_local_sources(app, roots)
     prior = read_manifest(dest_p)
     # First pull into this dest: big files are hashed on the remote while they travel (overlapped). With a
     # manifest already there, hash everything in the one probe so unchanged files cost nothing more.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mcp-gpu guard: a small watcher ON the box that outlives the agent, the SSH session and the server.
-# Static text; every value arrives as an argument. The stop credential, if any, arrives in the environment
-# variable MCP_GPU_GUARD_KEY (fed from the launcher's stdin, never written to disk); failing that it is read
+# Static text; every value arrives as an argument. The stop credential, if any, arrives as one line on fd 3 (a
+# pipe from the launcher, never written to disk nor put in an environment /proc shows); failing that it is read
 # from the variable KEY_ENV the platform itself sets inside the instance (our env, then PID 1's).
 # Args: GD RUN_ROOT DEADLINE IDLE_S GRACE_S INTERVAL_S GPU_IDLE_PCT METHOD URL BODY KEY_ENV
 #   DEADLINE: epoch seconds, 0 = no deadline;  IDLE_S: 0 = no idle rule
@@ -10,8 +10,9 @@
 set -u
 export LC_ALL=C
 gd=$1 root=$2 deadline=$3 idle_s=$4 grace=$5 interval=$6 gpu_idle=$7 method=$8 url=$9 body=${10} key_env=${11}
-key=${MCP_GPU_GUARD_KEY:-}
-unset MCP_GPU_GUARD_KEY
+key=
+{ IFS= read -r -u 3 key || :; } 2>/dev/null
+exec 3<&-
 cd -- "$gd" || exit 97
 
 log() { printf '%s %s %s\n' "$(date +%s)" "$1" "${2:-}" >> events.log; }

@@ -128,7 +128,7 @@ class HttpProvider:
                 the platform refused the action for another reason; the API could not be reached.
         """
         action = self._canonical(action)
-        if not _ID.match(instance_id or ""):
+        if not _ID.fullmatch(instance_id or ""):
             raise ConfigError(f"invalid {self.label} {self.kind} id {instance_id!r}",
                               hint=f"pass the {self.kind} id exactly as the {self.label} console shows it")
         started = time.monotonic()

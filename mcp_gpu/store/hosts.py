@@ -36,12 +36,22 @@ def upsert(store: Store, rec: HostRecord) -> HostRecord:
     return get(store, rec.name)
 
 
+def canonical_id(instance_id: str | None) -> str | None:
+    """One spelling per instance: a provider's API reads a numeric id as a number (vast.ai: 01234567 is
+    1234567), so leading zeros would make a second 'identity' for the same machine."""
+    if instance_id is not None and instance_id.isascii() and instance_id.isdigit():
+        return str(int(instance_id))
+    return instance_id
+
+
 def same_identity(store: Store, platform: str, instance_id: str) -> list[HostRecord]:
-    """Every host registered with this billing identity (platform + provider instance id)."""
-    rows = store.query("SELECT name, target, platform, instance_id, created_at FROM hosts WHERE platform=? AND "
-                       "instance_id=? ORDER BY name", (platform, instance_id))
+    """Every host registered with this billing identity (platform + provider instance id, compared canonically:
+    rows registered before ids were canonical count too)."""
+    want = canonical_id(instance_id)
+    rows = store.query("SELECT name, target, platform, instance_id, created_at FROM hosts WHERE platform=? "
+                       "ORDER BY name", (platform,))
     return [HostRecord(name=r["name"], target=r["target"], platform=r["platform"], instance_id=r["instance_id"],
-                       created_at=r["created_at"]) for r in rows]
+                       created_at=r["created_at"]) for r in rows if canonical_id(r["instance_id"]) == want]
 
 
 def find(store: Store, name: str) -> HostRecord | None:
