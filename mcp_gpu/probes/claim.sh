@@ -4,8 +4,10 @@
 # Args: RUN_ROOT NAME JOB_ID PREVIOUS_ID. RUN_ROOT empty = ~/.mcp-gpu/runs.
 # Exit 0 and prints `claimed` when JOB_ID now holds NAME; exit 13 and prints `held=<job id>` when a job that
 # has not exited holds it; exit 12 when the run root cannot be written.
-# A claim is stale (taken over) when its holder is PREVIOUS_ID (the registry saw that attempt finish) or its
-# run dir holds the wrapper's exit_code file.
+# A claim is stale (taken over) when its holder is PREVIOUS_ID (the registry saw that attempt finish) or the
+# holder is not alive: its run dir is gone or holds the wrapper's exit_code, or neither its wrapper nor any
+# process of its group lives (killed with its wrapper, a reboot) — unless it is still being launched (no
+# process recorded yet and a run dir younger than two minutes).
 set -u
 root=$1 name=$2 job=$3 prev=${4:-}
 [ -n "$root" ] || root="$HOME/.mcp-gpu/runs"
@@ -14,6 +16,15 @@ case $root in "$t") root=$HOME ;; "$t"/*) root=$HOME/${root#"$t"/} ;; esac
 names=$root/.names
 mkdir -p -- "$names" || exit 12
 c=$names/$name
+holder_alive() {
+  local rd=$root/$1 pg='' wp=''
+  [ -d "$rd" ] && [ ! -e "$rd/exit_code" ] || return 1
+  wp=$(head -c 32 -- "$rd/wrapper_pid" 2>/dev/null)
+  case $wp in '' | *[!0-9]*) wp= ;; *) kill -0 "$wp" 2>/dev/null && return 0 ;; esac
+  pg=$(head -c 32 -- "$rd/pgid" 2>/dev/null)
+  case $pg in '' | *[!0-9]* | 0 | 1) pg= ;; *) kill -0 -- "-$pg" 2>/dev/null && return 0 ;; esac
+  [ -z "$pg" ] && [ -z "$wp" ] && [ -n "$(find "$rd" -maxdepth 0 -newermt '-120 seconds' 2>/dev/null)" ]
+}
 for _ in 1 2 3 4 5; do
   if mkdir -m 700 -- "$c" 2>/dev/null; then
     printf '%s\n' "$job" > "$c/job" || exit 12
@@ -29,7 +40,7 @@ for _ in 1 2 3 4 5; do
   fi
   case $holder in *[!A-Za-z0-9_]*) echo "held=unknown"; exit 13 ;; esac
   if [ "$holder" = "$job" ]; then echo claimed; exit 0; fi
-  if [ "$holder" != "$prev" ] && [ ! -e "$root/$holder/exit_code" ]; then
+  if [ "$holder" != "$prev" ] && holder_alive "$holder"; then
     echo "held=$holder"
     exit 13
   fi
