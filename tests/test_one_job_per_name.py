@@ -110,3 +110,30 @@ async def test_a_finished_name_can_be_launched_again_as_a_new_attempt(tmp_path: 
         assert not second.reused and second.attempt == 2 and second.previous_id == first.job_id
     finally:
         await app.aclose()
+
+
+def test_a_name_held_by_a_job_killed_with_its_wrapper_is_taken_over(tmp_path: Path) -> None:
+    """A holder with no exit_code but no live wrapper or group (SIGKILLed together, a reboot) must not keep its
+    name forever; a holder whose wrapper lives keeps it."""
+    import importlib.resources
+
+    script = importlib.resources.files("mcp_gpu.probes").joinpath("claim.sh").read_text()
+    root = tmp_path / "runs"
+
+    def claim(name: str, job: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", script, "claim", str(root), name, job, ""], capture_output=True,
+                              text=True, timeout=30)
+
+    assert claim("n", "job_dead").stdout.strip() == "claimed"
+    (root / "job_dead").mkdir(parents=True)
+    (root / "job_dead" / "pgid").write_text("999999\n")  # no such group, no exit_code: killed with its wrapper
+    assert claim("n", "job_next").stdout.strip() == "claimed"
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        (root / "job_next").mkdir()
+        (root / "job_next" / "wrapper_pid").write_text(f"{live.pid}\n")
+        held = claim("n", "job_third")
+        assert held.returncode == 13 and held.stdout.strip() == "held=job_next"
+    finally:
+        live.kill()
+        live.wait()
