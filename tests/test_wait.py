@@ -136,3 +136,23 @@ def test_the_cli_exits_124_when_nothing_changes_and_0_when_a_job_finishes(home: 
         assert again.returncode == 0 and "already finished" in again.stdout, again.stdout
     finally:
         subprocess.run(["pkill", "-f", "sleep 15"], check=False)
+
+
+async def test_wait_wakes_when_a_job_stalls(ssh_app: App, tmp_path: Path, runs: Path, sock: str) -> None:
+    """A job that logs every 0.5 s and then hangs: wait returns `stalled` within seconds of the job's own cadence
+    (floor 6 s here), not at its bound and not 10 minutes later."""
+    w = tmp_path / "w"
+    w.mkdir()
+    res = await launch_detached(ssh_app, "testhost", f"STEP_S=0.5 HANG_AT=12 {sys.executable} -u {STEPS} hang-after 1000",
+                                str(w), "hangs", probe_s=2, run_root=str(runs), options={"tmux_socket": sock},
+                                stall_floor_s=6)
+    t0 = time.monotonic()
+    states: list[str] = []
+    while time.monotonic() - t0 < 120:
+        r = await wait(ssh_app, [res.job_id], timeout_s=120, interval_s=0.5)
+        states.append(r.report.jobs[0].state)
+        if r.changed and states[-1] == "stalled":
+            break
+    assert states[-1] == "stalled", states
+    assert time.monotonic() - t0 < 90
+    assert "stalled" in " ".join(r.changes)
