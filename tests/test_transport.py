@@ -161,3 +161,23 @@ async def test_proxyjump_from_ssh_config_reaches_a_host_through_a_jump_box(tmp_p
     finally:
         inner.stop()
         jump.stop()
+
+
+def test_a_target_has_one_canonical_form_and_one_pooled_connection() -> None:
+    from mcp_gpu.transport import canonical_target
+    from mcp_gpu.transport.pool import TransportPool
+
+    assert canonical_target("Root@Box.Example:22") == "Root@box.example"
+    assert canonical_target("root@box.example:2222") == "root@box.example:2222"
+    assert canonical_target("myalias") == "myalias" and canonical_target(" LOCAL ") == "local"
+    targets = {"a": "root@127.0.0.1:22", "b": "root@127.0.0.1", "c": "root@127.0.0.1:2200"}
+    pool = TransportPool(resolve=lambda n: targets.get(n, n))
+
+    async def go() -> None:
+        ta, tb, tc = await pool.get("a"), await pool.get("b"), await pool.get("c")  # connects lazily: no traffic
+        assert ta is tb and tc is not ta
+        await pool.aclose()
+
+    import anyio
+
+    anyio.run(go)

@@ -53,6 +53,8 @@ def register_host_record(store: Any, name: str, target: str, platform: str | Non
             pass
     if instance_id is not None and (not instance_id.strip() or any(c.isspace() for c in instance_id)):
         raise ConfigError(f"bad instance id {instance_id!r}", hint="copy the id from the provider console")
-    rec: HostRecord = hosts.upsert(store, HostRecord(name=name, target=target, platform=platform,
+    from mcp_gpu.transport import canonical_target
+
+    rec: HostRecord = hosts.upsert(store, HostRecord(name=name, target=canonical_target(target), platform=platform,
                                                      instance_id=hosts.canonical_id(instance_id)))
     return rec

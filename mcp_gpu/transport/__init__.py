@@ -241,3 +241,22 @@ class ScriptMixin:
 
 def monotonic() -> float:
     return time.monotonic()
+
+
+def canonical_target(spec: str) -> str:
+    """One written form per target, parsed once (at registration) and used as the connection pool's key, so two
+    names for `Root@Box.example:22` and `root@box.example` share one connection. `local` and ssh_config aliases
+    stay as written (an alias is resolved by ssh_config at connect time); `user@host[:port]` gets a lower-case host
+    and drops the default port 22."""
+    spec = spec.strip()
+    if spec.lower() == "local":
+        return "local"
+    user, at, rest = spec.rpartition("@")
+    host, port = rest, ""
+    if rest.count(":") == 1:
+        host, port = rest.split(":")
+    if not at and not port:
+        return spec  # an alias or a bare host name: ssh_config decides what it means
+    host = host.lower()
+    return f"{user}{at}{host}" + (f":{port}" if port and port != "22" else "")
+

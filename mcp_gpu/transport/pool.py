@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from mcp_gpu.transport import Transport
+from mcp_gpu.transport import Transport, canonical_target
 from mcp_gpu.transport.local import LocalTransport
 
 LOCAL_NAMES = frozenset({"local", "localhost-local"})
@@ -25,9 +25,10 @@ class TransportPool:
 
     async def get(self, host: str) -> Transport:
         async with self._lock:
-            t = self._pool.get(host)
+            target = self._resolve(host)
+            key = canonical_target(target)  # names of one target share its connection
+            t = self._pool.get(key)
             if t is None:
-                target = self._resolve(host)
                 if target in LOCAL_NAMES:
                     t = LocalTransport(host)
                 else:
@@ -35,11 +36,11 @@ class TransportPool:
 
                     t = SSHTransport(host, target, config_paths=self._config_paths,
                                      connect_timeout=self._connect_timeout, keepalive=self._keepalive)
-                self._pool[host] = t
+                self._pool[key] = t
             return t
 
     def forget(self, host: str) -> None:
-        self._pool.pop(host, None)
+        self._pool.pop(canonical_target(self._resolve(host)), None)
 
     async def aclose(self) -> None:
         pool, self._pool = self._pool, {}
