@@ -221,9 +221,12 @@ def test_slurm_oom_kill_events_point_at_slurm_memory_requests() -> None:
     assert triage([], scheduler_state="OUT_OF_MEMORY").primary == "host_oom_killed"
 
 
-def test_a_dataloader_worker_killed_by_sigkill_is_host_oom() -> None:
+def test_a_dataloader_worker_killed_by_sigkill_is_a_dataloader_error_with_the_host_ram_remedy() -> None:
+    # The maintainers in the real threads (tests/corpus/logs/dataloader_error) call this a DataLoader failure; the
+    # remedy still points at host RAM, the usual reason the kernel killed the worker.
     result = triage(["RuntimeError: DataLoader worker (pid 4321) is killed by signal: Killed."])
-    assert result.primary == "host_oom_killed"
+    assert result.primary == "dataloader_error"
+    assert "RAM" in result.findings[0].remedy
 
 
 # --- Slurm verdicts
@@ -413,12 +416,14 @@ def test_crlf_scripts_are_named_by_their_bash_messages() -> None:
 
 # --- warnings that are not crashes, and healthy logs
 
-def test_wandb_sync_errors_are_a_network_stall_warning_not_a_crash() -> None:
+def test_wandb_sync_errors_while_training_goes_on_are_survived_not_a_problem() -> None:
     result = triage(["wandb: ERROR Error while calling W&B API: An internal error occurred. (<Response [500]>)",
                      "wandb: Network error (ReadTimeout), entering retry loop.",
                      " 46%|████▌     | 460/1000 [01:25<01:40,  5.38it/s, loss=0.121]"])
-    assert result.primary == "network_stall"
-    assert [(f.cls, f.severity) for f in result.findings] == [("network_stall", "warn")]
+    assert result.primary == "healthy"
+    assert [(f.cls, f.severity) for f in result.findings] == [("network_stall", "info")]
+    stuck = triage(["wandb: Network error (ReadTimeout), entering retry loop."])
+    assert (stuck.primary, stuck.findings[0].severity) == ("network_stall", "warn")
 
 
 def test_a_network_error_that_ends_the_run_is_an_error() -> None:

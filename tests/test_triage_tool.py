@@ -50,7 +50,7 @@ async def test_triage_log_is_read_only_local_and_says_healthy_for_a_healthy_log(
         assert tool.annotations.read_only_hint and not tool.annotations.open_world_hint
         assert tool.output_schema is not None and "primary" in tool.output_schema["properties"]
         r = await c.call_tool("triage_log", {"text": HEALTHY_LOG})
-    assert r.structured_content == {"primary": "healthy", "findings": []}
+    assert r.structured_content == {"primary": "healthy", "confidence": 0.0, "findings": []}
 
 
 async def test_triage_log_uses_the_exit_code_to_tell_oom_from_preemption(app: App) -> None:
@@ -77,7 +77,7 @@ def test_the_triage_verb_exits_0_for_a_healthy_log_file(tmp_path: Path) -> None:
     log.write_text(HEALTHY_LOG)
     done = _cli(str(log))
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"primary": "healthy", "findings": []}
+    assert json.loads(done.stdout) == {"primary": "healthy", "confidence": 0.0, "findings": []}
 
 
 def test_the_triage_verb_reports_an_unreadable_file_as_an_error(tmp_path: Path) -> None:

@@ -1,0 +1,209 @@
+"""One linear pass over a log: which lines hold a rule's needle, where tracebacks end, where progress resumes.
+
+A rule's regex is tried only on the lines that hold one of its needles (`Rule.needles`). The needles of every rule
+are found in a single search over the whole lower-cased text with one regex built as a trie (`_trie`): Python's
+regex engine then tests a handful of first characters per position instead of every needle, so the cost grows
+with the size of the log and hardly with the number of rules. Lines without a needle (nearly all lines of a
+healthy log) are never split out or looked at one by one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from mcp_gpu.triage.rules import RULES, Rule
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s?|\d{1,4}: (?=\S)|\(\w+ pid=\d+[^)]*\)\s|"
+                    r"\S+:\d+:\d+ \[\d+\] |[\w.-]+: (?=\[|Traceback|\w+(?:Error|Exception)\b))")
+TB_HEADER = "traceback (most recent call last)"
+_TB_HEADER_RE = re.compile(r"(?:^|\s)(?:Original )?Traceback \(most recent call last\):?")
+# structural needles: the exception line of a crash without its traceback header, and torchrun's exit codes
+_STRUCTURAL = (TB_HEADER, "error", "exception", "exitcode")
+
+
+def _trie(words: Iterable[str]) -> str:
+    """One regex matching any of `words`, factored by common prefixes (longest match at a position wins)."""
+    root: dict[str, dict] = {}  # type: ignore[type-arg]
+    for w in words:
+        node = root
+        for c in w:
+            node = node.setdefault(c, {})
+        node[""] = {}
+
+    def emit(node: dict) -> str:  # type: ignore[type-arg]
+        ends = "" in node
+        branches = [re.escape(c) + emit(node[c]) for c in sorted(k for k in node if k)]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if ends:
+            return "(?:" + body + ")?" if len(branches) == 1 else body + "?"
+        return body
+
+    return emit(root)
+
+
+def _prefixes_of(needle: str, all_needles: set[str]) -> tuple[str, ...]:
+    return tuple(n for n in all_needles if needle.startswith(n))
+
+
+class NeedleIndex:
+    """All needles of the rule table, found in one pass; per line the rules worth trying."""
+
+    def __init__(self, rules: tuple[Rule, ...]) -> None:
+        self.rules = rules
+        owners: dict[str, set[int]] = {}
+        for i, rule in enumerate(rules):
+            for n in rule.needles or ():
+                owners.setdefault(n, set()).add(i)
+        needles = set(owners) | set(_STRUCTURAL)
+        # zero-width lookahead: overlapping needles that start at different places are all seen
+        self.finder = re.compile("(?=(" + _trie(sorted(needles)) + "))")
+        # a match is the longest needle at its position: the shorter needles it starts with are there too
+        self._owners: dict[str, tuple[int, ...]] = {}
+        for n in needles:
+            ix: set[int] = set()
+            for p in _prefixes_of(n, needles):
+                ix |= owners.get(p, set())
+            self._owners[n] = tuple(sorted(ix))
+
+    def candidates(self, found: Iterable[str]) -> list[Rule]:
+        """The rules whose needles are among `found` (needle matches in one line), in table order."""
+        ix: set[int] = set()
+        for n in found:
+            ix.update(self._owners.get(n, ()))
+        return [self.rules[i] for i in sorted(ix)]
+
+    def needles_in(self, low_line: str) -> set[str]:
+        return {m.group(1) for m in self.finder.finditer(low_line)}
+
+
+INDEX = NeedleIndex(RULES)
+
+
+@dataclass
+class Line:
+    """A physical line of the log that holds at least one needle."""
+
+    start: int
+    end: int
+    found: set[str]
+
+
+def needle_lines(text: str, low: str) -> Iterator[Line]:
+    """The lines of `text` holding a needle, in order (`low` is `text.lower()`, same length)."""
+    finder = INDEX.finder
+    pos = 0
+    n = len(low)
+    current: Line | None = None
+    while pos < n:
+        m = finder.search(low, pos)
+        if m is None:
+            break
+        at = m.start()
+        if current is not None and at < current.end:
+            current.found.add(m.group(1))
+            pos = at + 1
+            continue
+        if current is not None:
+            yield current
+        start = low.rfind("\n", 0, at) + 1
+        end = low.find("\n", at)
+        current = Line(start, n if end < 0 else end, {m.group(1)})
+        pos = at + 1
+    if current is not None:
+        yield current
+
+
+def clean_segments(raw: str) -> list[str]:
+    """One raw physical line → the lines worth judging: colours and rank prefixes gone, tqdm redraws split apart.
+
+    A carriage return followed by ':' or a quote is bash echoing a CRLF script, so it is kept as a visible `\\r`."""
+    text = ANSI.sub("", raw).rstrip("\r\n") if "\x1b" in raw else raw.rstrip("\r\n")
+    if "\r" in text:
+        parts = text.split("\r")
+        if any(p[:1] in (":", "'", '"') for p in parts[1:]):
+            segments = [text.replace("\r", "\\r")]
+        else:
+            segments = [p for p in parts if p.strip()]
+    else:
+        segments = [text]
+    return [PREFIX.sub("", s.rstrip(), count=1) for s in segments]
+
+
+def is_tb_header(line: str) -> bool:
+    return _TB_HEADER_RE.search(line) is not None
+
+
+def tb_rest(line: str) -> str | None:
+    """None if `line` holds no traceback header; else the text after the header ('' for a normal header)."""
+    m = _TB_HEADER_RE.search(line)
+    if m is None:
+        return None
+    return line[m.end():].strip()
+
+
+# Training going on: a progress bar, a step/epoch counter, a finite loss, or a stage reported done.
+_PROGRESS = re.compile(
+    r"\d%\|| \d+/\d+ \[\d|\d\s*(?:it/s|s/it|[kMG]?B/s)\b|"
+    r"\b(?:step|steps|iter|iteration|epoch|global_step|num_updates|update|batch)\b['\"]?\s*[:=#]?\s*\[?\s*\d|"
+    r"\b(?:train_|training_)?loss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d|"
+    r"\b(?:successfully|succeeded|(?:training|download|upload|epoch|step) (?:completed|complete|finished|done)|"
+    r"(?:saved|saving) (?:model|checkpoint)|resum(?:ed|ing) (?:training|from)|continu(?:e|ing) training)\b", re.IGNORECASE)
+# a finite loss value: what a NaN/inf loss needs after it to count as survived
+_FINITE_LOSS = re.compile(r"\bloss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d", re.IGNORECASE)
+_NOT_PROGRESS = re.compile(r"^\s*File \"|wandb|\b(?:nan|inf|fail(?:ed|ure|s)?|errors?|exception|abort(?:ed|ing)?|"
+                           r"killed|terminat\w*|timed out|timeout|refused|denied|exit(?:ed|code)?|not finite)\b",
+                           re.IGNORECASE)
+
+
+_NAN_VALUE = re.compile(r"[:=]\s*(?:tensor\()?['\"]?[-+]?(?:nan|inf)\b", re.IGNORECASE)
+
+
+class ProgressFinder:
+    """The next line of real progress after a position, each stretch of text searched at most once."""
+
+    def __init__(self, text: str, hit_lines: set[int]) -> None:
+        self.text = text
+        self.hit_lines = hit_lines
+        self._from = -1
+        self._found: int | None = None
+
+    def _search(self, pos: int) -> int | None:
+        text = self.text
+        while True:
+            m = _PROGRESS.search(text, pos)
+            if m is None:
+                return None
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", m.end())
+            end = len(text) if end < 0 else end
+            line = text[start:end]
+            if start not in self.hit_lines and not _NOT_PROGRESS.search(clean_segments(line)[-1] if line else ""):
+                return start
+            pos = end + 1
+
+    def finite_loss_after(self, pos: int) -> int | None:
+        """Start of the first line after `pos` with a finite loss and no NaN/inf in it (searched once per call)."""
+        text = self.text
+        while True:
+            m = _FINITE_LOSS.search(text, pos)
+            if m is None:
+                return None
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", m.end())
+            end = len(text) if end < 0 else end
+            if not _NAN_VALUE.search(text, start, end):
+                return start
+            pos = end + 1
+
+    def after(self, pos: int) -> int | None:
+        """Start of the first progress line beginning after `pos`, or None."""
+        if self._from >= 0 and pos >= self._from and (self._found is None or self._found > pos):
+            return self._found
+        self._from = pos
+        self._found = self._search(pos)
+        return self._found
