@@ -56,3 +56,39 @@ def test_held_out_accuracy_and_no_false_alarm(scores: dict[str, Score], summary:
     assert held.n, "no held-out excerpt"
     assert not held.false_alarms, f"{len(held.false_alarms)} healthy held-out logs raised an alarm"
     assert held.accuracy >= THRESHOLD, f"held-out accuracy {100 * held.accuracy:.1f} % < {100 * THRESHOLD:.0f} %"
+
+
+def test_every_rule_that_matches_a_corpus_line_is_tried_on_it() -> None:
+    """The one-pass needle search never hides a rule from a line it matches (on every line of the real logs)."""
+    from mcp_gpu.triage.rules import RULES
+    from mcp_gpu.triage.scan import INDEX, clean_segments
+
+    checked = 0
+    for ex in load():
+        for raw in ex.text.splitlines():
+            for line in clean_segments(raw):
+                tried = {r.id for r in INDEX.candidates(INDEX.needles_in(line.lower() + "\n"))}
+                for rule in RULES:
+                    if rule.pattern.search(line):
+                        checked += 1
+                        assert rule.id in tried, (rule.id, ex.name, line)
+    assert checked > 100
+
+
+def test_gotcha_signals_found_in_one_pass_are_those_a_search_per_signal_finds() -> None:
+    from mcp_gpu.gotchas.catalogue import load_catalogue
+    from mcp_gpu.gotchas.matching import _signals
+
+    cat = load_catalogue()
+    texts = [ex.text[-20_000:] for ex in load()] + [" ".join((g.symptom, g.cause, g.title)) for g in cat.entries]
+    found_any = 0
+    for text in texts:
+        naive: dict[str, list[str]] = {}
+        for g in cat.entries:
+            for sig in g.signals:
+                m = sig.pattern.search(text) if sig.pattern is not None else None
+                if m:
+                    naive.setdefault(g.id, []).append(m.group(0).strip() or sig.value)
+        assert _signals(cat).hits(text) == naive
+        found_any += bool(naive)
+    assert found_any > 50

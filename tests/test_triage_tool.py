@@ -65,7 +65,7 @@ def _cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
 
 
 def test_the_triage_verb_prints_json_and_exits_1_for_a_failure_read_from_stdin() -> None:
-    done = _cli("-", stdin=OOM_LOG)
+    done = _cli("--json", "-", stdin=OOM_LOG)
     assert done.returncode == 1, done.stderr
     out = json.loads(done.stdout)
     assert out["primary"] == "cuda_oom"
@@ -75,7 +75,7 @@ def test_the_triage_verb_prints_json_and_exits_1_for_a_failure_read_from_stdin()
 def test_the_triage_verb_exits_0_for_a_healthy_log_file(tmp_path: Path) -> None:
     log = tmp_path / "out.log"
     log.write_text(HEALTHY_LOG)
-    done = _cli(str(log))
+    done = _cli("--json", str(log))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"primary": "healthy", "confidence": 0.0, "findings": []}
 

@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 from mcp_gpu.models import SEVERITY_RANK, Finding, Severity
 from mcp_gpu.triage.rules import GENERIC_TRACEBACK, SIGNALS, TRUNCATED_TRACEBACK, Role, Rule
 from mcp_gpu.triage.scan import ANSI, INDEX, ProgressFinder, clean_segments, is_tb_header, needle_lines, tb_rest
+from mcp_gpu.untrusted import clean_line as clean_remote
 
 # Most root-like first: a full disk explains a corrupt checkpoint; an OOM explains the NCCL timeout of the ranks
 # left waiting; an unclassified traceback on one rank explains the others' collective timeout.
@@ -139,14 +140,15 @@ def fingerprint(cls: str, line: str) -> str:
 
 def _match(line: str, found: set[str] | None = None) -> Rule | None:
     """The first rule (in table order) whose regex matches `line`; only rules whose needles it holds are tried."""
-    for rule in INDEX.candidates(found if found is not None else INDEX.needles_in(line.lower())):
+    for rule in INDEX.candidates(found if found is not None else INDEX.needles_in(line.lower() + "\n")):
         if rule.pattern.search(line):
             return rule
     return None
 
 
 def _trim(line: str) -> str:
-    line = line.strip()
+    """An evidence line: remote text, so escape sequences and control characters go (`untrusted.clean_line`)."""
+    line = clean_remote(line).strip()
     return line if len(line) <= EVIDENCE_CHARS else line[: EVIDENCE_CHARS - 1] + "…"
 
 

@@ -6,6 +6,12 @@ lines that hold one (a substring test is far cheaper than a regex search, and mo
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
 _META = set(".^$*+?{}[]()|")
 
 
@@ -95,3 +101,60 @@ def needles_of(pattern: str) -> tuple[str, ...] | None:
             return None
         found.append(literal)
     return tuple(found)
+
+
+def trie_pattern(words: Iterable[str]) -> str:
+    """One regex matching any of `words`, factored by common prefixes (the longest word at a position wins).
+
+    Python's regex engine tries the alternatives of a flat `a|b|c` one by one at every position; factored, it
+    tests a few first characters per position, so one search for hundreds of needles stays near a plain scan."""
+    root: dict[str, Any] = {}
+    for w in words:
+        node = root
+        for c in w:
+            node = node.setdefault(c, {})
+        node[""] = {}
+
+    def emit(node: dict[str, Any]) -> str:
+        ends = "" in node
+        branches = [re.escape(c) + emit(node[c]) for c in sorted(k for k in node if k)]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if ends:
+            return "(?:" + body + ")?" if len(branches) == 1 else body + "?"
+        return body
+
+    return emit(root)
+
+
+class NeedleFinder(Generic[T]):
+    """Which owners (rules, signals) have a needle in a text, found in one pass over the lower-cased text."""
+
+    def __init__(self, owners: dict[str, Iterable[T]]) -> None:
+        needles = {n for n in owners if n}
+        if not needles:
+            raise ValueError("no needles")
+        # a zero-width lookahead sees overlapping needles that start at different places
+        self.finder = re.compile("(?=(" + trie_pattern(sorted(needles)) + "))")
+        # the plain form: faster for locating the first needle of each line in a long text
+        self.first = re.compile(trie_pattern(sorted(needles)))
+        # a match is the longest needle at its position; the shorter needles it starts with are there too
+        self._owners: dict[str, frozenset[T]] = {}
+        for n in needles:
+            acc: set[T] = set()
+            for p in needles:
+                if n.startswith(p):
+                    acc.update(owners[p])
+            self._owners[n] = frozenset(acc)
+
+    def needles_in(self, low: str, start: int = 0, end: int | None = None) -> set[str]:
+        """The needles found in `low[start:end]` (`low` already lower-cased)."""
+        it = self.finder.finditer(low, start) if end is None else self.finder.finditer(low, start, end)
+        return {m.group(1) for m in it}
+
+    def owners_of(self, found: Iterable[str]) -> set[T]:
+        out: set[T] = set()
+        for n in found:
+            out |= self._owners.get(n, frozenset())
+        return out

@@ -137,6 +137,8 @@ FIX_TRACEBACK = ("An unclassified Python exception ended the run: fix the code a
 FIX_EXIT = "The process exited non-zero without a recognisable error in these lines: read the full log tail and stderr."
 
 _R: list[Rule] = []
+# "inf" as a value, not inside "info": the literal with what may follow it
+_INF = ("inf ", "inf,", "inf)", "inf'", 'inf"', "inf}", "inf]", "inf|", "inf;", "inf\n", "inf\t", "infinit", "inf.")
 
 
 def _rule(rule_id: str, cls: str, severity: Severity, title: str, pattern: str, remedy: str, *,
@@ -156,10 +158,11 @@ _rule("ignore.elastic_hint", "traceback", "info", "torchrun hint", r"To enable t
       role="ignore")
 _rule("ignore.deprecation", "traceback", "info", "a deprecation or future warning",
       r"(?:Deprecation|Future|User|Runtime|Resource)Warning\b|\bwarnings\.warn\(|is deprecated|will be removed in",
-      "", role="ignore", needles=("warning", "warnings.warn", "deprecated", "will be removed in"))
+      "", role="ignore", needles=("deprecationwarning", "futurewarning", "userwarning", "runtimewarning",
+                                 "resourcewarning", "warnings.warn", "deprecated", "will be removed in"))
 _rule("ignore.zero_counters", "nan_inf", "info", "a counter of NaN/inf events that reads zero",
       r"\b(?:nan|inf)[\w/.-]*['\"]?\s*[:=]\s*['\"]?0(?:\.0+)?\b(?![.\d])(?!.*\b(?:loss|grad_?norm)\b['\"]?\s*[:=]\s*['\"]?[-+]?(?:nan|inf)\b)",
-      "", role="ignore", ignore_case=True, needles=("nan", "inf"))
+      "", role="ignore", ignore_case=True, needles=("nan", *_INF))
 
 # --- mixed-precision overflow: judged as a trend of the loss scale, not line by line
 _rule("trend.fp16_overflow", "nan_inf", "info", "fp16 overflow: the loss scale was reduced",
@@ -238,17 +241,18 @@ _rule("ckpt.zip", "checkpoint_corrupt", "error", "checkpoint is truncated or cor
 # --- host / cgroup memory (U9, SLURM4)
 _rule("host_oom.slurm", "host_oom_killed", "error", "Slurm's cgroup OOM handler killed the job",
       r"Detected \d+ oom[-_ ]kill events?|\bOUT_OF_MEMORY\b|oom[-_]kill event", FIX_SLURM_OOM, gotcha="SLURM4",
-      needles=("oom", "out_of_memory"), fatal=True)
+      needles=("oom-kill", "oom_kill", "oom kill", "out_of_memory"), fatal=True)
 _rule("host_oom.kernel", "host_oom_killed", "error", "the kernel OOM killer killed a process",
       r"Out of memory: Kill(?:ed)? process|Memory cgroup out of memory|invoked oom-killer|\boom-kill:|\bOOMKilled\b|"
       r"low on resource: memory|[Kk]illed process \d+|\boom_reaper\b|[Mm]emory pressure|memory (?:usage )?threshold|"
       r"[Ww]orkers? (?:have been |were )?killed due to memory|OutOfMemoryError: Task was killed|"
       r"[Nn]ode (?:is )?(?:running )?low on memory|exceeded (?:its |the )?memory limit|[Mm]emory limit exceeded|"
-      r"[Rr]eason: OOMKilled|Exit code 137|exit code:? 137|status 137",
+      r"[Rr]eason: OOMKilled|[Ee]xit code:? ?137|status:? ?137",
       FIX_HOST_OOM, gotcha="U9", fatal=True,
       needles=("out of memory: kill", "memory cgroup out of memory", "oom-kill", "oomkilled", "low on resource: memory",
                "killed process", "oom_reaper", "memory pressure", "memory threshold", "memory usage threshold",
-               "killed due to memory", "task was killed", "low on memory", "memory limit", "137"))
+               "killed due to memory", "task was killed", "low on memory", "memory limit", "code 137", "code: 137",
+               "code:137", "status 137", "status: 137", "status:137"))
 _rule("dataloader.killed", "dataloader_error", "error", "a DataLoader worker was killed (SIGKILL): usually host RAM",
       r"DataLoader worker \(pid[^)]*\) is killed by signal: Killed", FIX_HOST_OOM, gotcha="U9", fatal=True)
 _rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: the OOM killer, unless someone ran kill -9",
@@ -257,7 +261,8 @@ _rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: 
       r"signal 9 \(SIGKILL\)|\(SIGKILL\)|exit (?:code|status):? -9\b|\bsignal: killed\b|task \d+: Killed|"
       r"terminated with signal SIGKILL|Signals\.SIGKILL|SIGKILL: 9",
       FIX_HOST_OOM, gotcha="U9", fatal=True,
-      needles=("killed", "已杀死", "exitcode", "sigkill", "return code = -9", "signal 9", "-9"))
+      needles=("killed", "已杀死", "exitcode", "sigkill", "return code = -9", "signal 9", "code -9", "code: -9",
+               "status -9", "status: -9"))
 _rule("host_oom.alloc", "host_oom_killed", "error", "host RAM exhausted (allocation failed)",
       r"^(?:\w+\.)*MemoryError\b|Cannot allocate memory|\[Errno 12\]|DefaultCPUAllocator: can't allocate memory|std::bad_alloc|"
       r"Unable to allocate [\d.]+ [KMGT]i?B|can't allocate memory|[Oo]ut of (?:host|CPU|system) memory",
@@ -275,7 +280,7 @@ _rule("nan.loss", "nan_inf", "error", "the loss became NaN/inf",
       r"(?:loss|gradient|grad)s? (?:is |are |contains? )?NaN|nan loss|Loss is nan|[Dd]etected (?:nan|inf)|"
       r"NaN or Inf found|loss is infinite|Encountered (?:a )?NaN|[Ll]oss (?:exploded|diverged)|"
       r"\bnan\b.*\bloss\b.*\bnan\b",
-      FIX_NAN, gotcha="train.P8", ignore_case=True, needles=("nan", "inf", "non-finite", "not finite",
+      FIX_NAN, gotcha="train.P8", ignore_case=True, needles=("nan", *_INF, "non-finite", "not finite",
                                                             "invalid values", "probability tensor",
                                                             "floatingpointerror", "exploded", "diverged"))
 _rule("nan.scaler", "nan_inf", "error", "the fp16 loss scale hit its minimum",
@@ -283,7 +288,7 @@ _rule("nan.scaler", "nan_inf", "error", "the fp16 loss scale hit its minimum",
       FIX_FP16_SCALE, gotcha="train.P10", ignore_case=True, needles=("loss scale", "loss_scale"), fatal=True)
 _rule("nan.grad_norm", "nan_inf", "warn", "the gradient norm is NaN/inf",
       r"\bg(?:rad)?_?norm\b['\"]?\s*[:=]\s*(?:tensor\()?['\"]?[-+]?(?:nan|inf)\b", FIX_NAN, gotcha="train.P8",
-      ignore_case=True, needles=("nan", "inf"))
+      ignore_case=True, needles=("nan", *_INF))
 
 # --- CUDA environment (U28, U31, RP9) above the generic CUDA-error rule
 _rule("config.cuda_kernel_image", "import_or_config_error", "error", "the torch build has no kernels for this GPU/CUDA",
@@ -336,11 +341,11 @@ _rule("nccl.watchdog", "nccl_timeout", "error", "a collective timed out (watchdo
       r"NCCL (?:operation|work|collective).*(?:timed out|timeout)|(?:all_?reduce|all_?gather|broadcast|barrier|"
       r"reduce_scatter|alltoall|ALLREDUCE|ALLGATHER|BROADCAST|_ALLGATHER_BASE|REDUCE_SCATTER)\w*.*[Tt]imeout|"
       r"Timed out waiting for.*(?:collective|rank|NCCL|[Bb]arrier)|DistNetworkError|[Gg]loo.*[Tt]imed out|"
-      r"(?:NCCL|collective|process group).{0,40}(?:hang|stuck|timed out)|TORCH_NCCL_ASYNC_ERROR_HANDLING",
+      r"(?:NCCL|collective|process group).{0,40}(?: hang|stuck|timed out)|TORCH_NCCL_ASYNC_ERROR_HANDLING",
       FIX_WATCHDOG, gotcha="train.D20",
       needles=("watchdog", "collective operation timeout", "timeout at nccl work", "ran for", "processgroupnccl",
-               "checktimeout", "workcleanuploop", "heartbeat", "nccl", "timeout", "timed out", "distnetworkerror",
-               "collective", "process group"))
+               "checktimeout", "workcleanuploop", "heartbeat", "nccl operation", "nccl work", "nccl collective",
+               "timeout", "timed out", "distnetworkerror", " hang", "stuck", "torch_nccl_async_error_handling"))
 _rule("nccl.init", "nccl_timeout", "error", "ranks timed out meeting at initialisation",
       r"Timed out initializing process group|store based barrier|Socket Timeout|timed out waiting for all ranks|"
       r"[Rr]endezvous.*(?:timed out|timeout|[Cc]losed)|RendezvousTimeoutError|TCPStore.*(?:timed out|timeout)|"
@@ -351,7 +356,10 @@ _rule("nccl.init", "nccl_timeout", "error", "ranks timed out meeting at initiali
 _rule("nccl.error", "nccl_timeout", "error", "an NCCL communication error",
       r"nccl(?:System|Internal|Remote|InvalidUsage|InvalidArgument)Error|NCCL error in:|NCCL communicator was aborted|"
       r"DistBackendError|NCCL error|NCCL failure|NCCL_ERROR|ncclCommAbort|NCCL Error \d|[Cc]ommunicator (?:was )?aborted",
-      FIX_NCCL, gotcha="train.MN2", needles=("nccl", "distbackenderror", "communicator"))
+      FIX_NCCL, gotcha="train.MN2",
+      needles=("ncclsystemerror", "ncclinternalerror", "ncclremoteerror", "ncclinvalidusageerror",
+               "ncclinvalidargumenterror", "nccl error", "distbackenderror", "communicator", "nccl failure", "nccl_error",
+               "ncclcommabort"))
 _rule("nccl.warn", "nccl_timeout", "warn", "NCCL warned", r"NCCL WARN\b", FIX_NCCL, gotcha="train.MN2")
 
 # --- DataLoader (train.DP15, DP4, DP6)
@@ -468,10 +476,12 @@ _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted
       r"[Mm]aintenance event|hostError|[Rr]eclaim(?:ed|ing) (?:the )?(?:instance|node|capacity)|ScheduledEvents|"
       r"[Ss]hutdown (?:signal|notice)|shutting down (?:the )?(?:instance|node|VM)|\bEVICTED\b|"
       r"(?:[Pp]od|[Nn]ode|[Ii]nstance|[Jj]ob|[Ww]orker|VM)\S* (?:\S+ )?(?:was |has been |is being )?evicted",
-      FIX_PREEMPT, gotcha="SLURM2", ignore_case=False,
-      needles=("preempt", "spot", "termination notice", "instance-action", "interruption", "reason:", "evict",
-               "low on resource", "recovering", "evicted", "replica", "node", "instance", "maintenance event", "hosterror",
-               "reclaim", "scheduledevents", "shutdown signal", "shutdown notice", "shutting down"))
+      FIX_PREEMPT, gotcha="SLURM2",
+      needles=("preempt", "spot", "termination notice", "instance-action", "interruption", "reason:", "evicted",
+               "low on resource", "recovering", "replica", "node was", "node drained", "node terminated",
+               "node reclaimed", "node deleted", "node shut", "node removed", "node lost", "node failed", "node_fail",
+               "nodenotready", "marked dead", "died", "instance", "maintenance event", "hosterror", "reclaim",
+               "scheduledevents", "shutdown signal", "shutdown notice", "shutting down"))
 _rule("sched.cancelled", "cancelled", "warn", "the job was cancelled",
       r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|^KeyboardInterrupt\b|got signal: 2\b", FIX_CANCELLED,
       needles=("cancelled at", "keyboardinterrupt", "got signal: 2"))
@@ -501,11 +511,11 @@ _rule("ssh.drop", "ssh_disconnect", "warn", "the SSH session dropped",
       r"kex_exchange_identification|ssh_exchange_identification|Read from remote host|Timeout, server \S+ not responding|"
       r"[Bb]roken pipe|Connection closed by (?:remote host|\d)|ssh.*(?:[Cc]onnection (?:reset|refused|timed out|closed))|"
       r"remote side unexpectedly closed|[Ss]ession (?:closed|terminated|ended|disconnected)|[Dd]isconnected from|"
-      r"client_loop|Write failed: Broken pipe|Corrupted MAC|[Cc]onnection (?:to .* )?lost|lost connection",
+      r"client_loop|Write failed: Broken pipe|Corrupted MAC|[Cc]onnection (?:to .* )?lost|[Ll]ost connection",
       FIX_SSH, gotcha="U1",
       needles=("client_loop", "packet_write_wait", "closed by remote host", "ssh", "kex_exchange_identification",
                "read from remote host", "timeout, server", "broken pipe", "connection closed by", "remote side",
-               "session", "disconnected from", "corrupted mac", "lost", "connection"))
+               "session", "disconnected from", "corrupted mac", "lost connection", "connection"))
 _rule("net.wandb_init", "network_stall", "warn", "W&B could not start its run (network)",
       r"Run initialization has timed out|wandb: ERROR .*(?:timed out|[Tt]imeout)", FIX_WANDB, gotcha="AD1",
       needles=("run initialization has timed out", "wandb: error"))
@@ -521,7 +531,7 @@ _rule("net.timeout", "network_stall", "error", "a network request failed or time
       r"Failed to establish a new connection|Connection (?:timed out|refused)|ServerDisconnectedError|"
       r"ClientConnectorError|ClientOSError|ClientPayloadError|TimeoutError|[Ss]ocket\.timeout|Could not resolve host|"
       r"getaddrinfo failed|nodename nor servname|HTTP Error 5\d\d|5\d\d Server Error|Bad Gateway|Service Unavailable|"
-      r"Gateway Time-?out|[Tt]oo [Mm]any [Rr]equests|\b429\b.*(?:rate|limit|request)|[Nn]etwork (?:error|timeout|is down)|"
+      r"Gateway Time-?out|[Tt]oo [Mm]any [Rr]equests|\b429 Client Error|[Nn]etwork (?:error|timeout|is down)|"
       r"[Cc]onnection (?:error|failed|broken)|download (?:failed|interrupted|timed out)|[Ff]ailed to download|"
       r"curl: \(\d+\)|urlopen error|URLError|Errno 110|Errno 104|Errno 111|Errno 113|Errno -[23]\b|"
       r"[Tt]imed out (?:after|while|waiting for) .*(?:http|server|request|response|download|upload|hub|connect)|"
@@ -533,7 +543,7 @@ _rule("net.timeout", "network_stall", "error", "a network request failed or time
                "sslerror", "ssl: ", "connectionpool", "serverdisconnectederror", "clientconnectorerror",
                "clientoserror", "clientpayloaderror", "timeouterror", "socket.timeout", "could not resolve host",
                "getaddrinfo failed", "nodename nor servname", "http error 5", "server error", "bad gateway",
-               "service unavailable", "gateway time", "too many requests", "429", "download", "curl: (",
+               "service unavailable", "gateway time", "too many requests", "429 client error", "download", "curl: (",
                "urlopen error", "urlerror", "socket has timed out", "socket timed out", "errno 110", "errno 104",
                "errno 111", "errno 113", "errno -", "timed out"))
 
@@ -553,18 +563,17 @@ _rule("cascade.torchrun", "traceback", "error", "a worker or launcher failed",
       r"exited with (?:exit )?code:? ?[1-9]|Exited with exit code [1-9]|returned non-zero exit status|"
       r"non-zero exit (?:status|code)|[Ee]xit (?:status|code):? ?[1-9]\d*\b|[Ee]xit(?:ed)? abnormally|"
       r"CalledProcessError|WorkerGroupFailureException|RayTaskError|RayActorError|ActorDiedError|"
-      r"[Ww]orker (?:\S+ )?(?:died|crashed|failed)|killed by signal|[Pp]rocess \d+ (?:died|exited|terminated)|"
-      r"\bFAILED\b.*(?:exit|signal|rank)|Trial .* errored|task \d+: (?:Exited|Terminated|Aborted)|"
-      r"with return code [1-9]|[Rr]eturn code:? ?-?[1-9]|died with <Signals|[Kk]illed by signal|"
+      r"[Ww]orker (?:\S+ )?(?:died|crashed)|killed by signal|[Pp]rocess \d+ (?:died|exited|terminated)|"
+      r"Trial .* errored|with return code [1-9]|[Rr]eturn code:? ?-?[1-9]|died with <Signals|[Kk]illed by signal|"
       r"[Tt]erminating (?:process|workers)|[Ss]hutting down workers|Error occurred when executing|"
       r"[Jj]ob (?:\S+ )?(?:failed|FAILED)|[Tt]raining (?:failed|crashed|aborted)",
       FIX_TORCHRUN, role="cascade", fatal=True,
       needles=("childfailederror", "signalexception", "failed (exitcode", "terminate called after throwing", "exitcode",
                "process terminated with signal", "terminated with", "exited with", "returned non-zero exit status",
                "non-zero exit", "exit status", "exit code", "abnormally", "calledprocesserror",
-               "workergroupfailureexception", "raytaskerror", "rayactorerror", "actordiederror", "worker", "signal",
-               "process", "failed", "errored", "task", "return code", "terminating", "shutting down workers",
-               "error occurred when executing", "job", "training"))
+               "workergroupfailureexception", "raytaskerror", "rayactorerror", "actordiederror", "died", "crashed",
+               "killed by signal", "exited", "terminated", "errored", "return code", "terminating",
+               "shutting down workers", "error occurred when executing", "failed", "aborted"))
 
 RULES: tuple[Rule, ...] = tuple(_R)
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from mcp_gpu.triage.needles import NeedleFinder
 from mcp_gpu.triage.rules import RULES, Rule
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -24,61 +25,24 @@ _TB_HEADER_RE = re.compile(r"(?:^|\s)(?:Original )?Traceback \(most recent call 
 _STRUCTURAL = (TB_HEADER, "error", "exception", "exitcode")
 
 
-def _trie(words: Iterable[str]) -> str:
-    """One regex matching any of `words`, factored by common prefixes (longest match at a position wins)."""
-    root: dict[str, dict] = {}  # type: ignore[type-arg]
-    for w in words:
-        node = root
-        for c in w:
-            node = node.setdefault(c, {})
-        node[""] = {}
-
-    def emit(node: dict) -> str:  # type: ignore[type-arg]
-        ends = "" in node
-        branches = [re.escape(c) + emit(node[c]) for c in sorted(k for k in node if k)]
-        if not branches:
-            return ""
-        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
-        if ends:
-            return "(?:" + body + ")?" if len(branches) == 1 else body + "?"
-        return body
-
-    return emit(root)
-
-
-def _prefixes_of(needle: str, all_needles: set[str]) -> tuple[str, ...]:
-    return tuple(n for n in all_needles if needle.startswith(n))
-
-
 class NeedleIndex:
     """All needles of the rule table, found in one pass; per line the rules worth trying."""
 
     def __init__(self, rules: tuple[Rule, ...]) -> None:
         self.rules = rules
-        owners: dict[str, set[int]] = {}
+        owners: dict[str, set[int]] = {n: set() for n in _STRUCTURAL}
         for i, rule in enumerate(rules):
             for n in rule.needles or ():
                 owners.setdefault(n, set()).add(i)
-        needles = set(owners) | set(_STRUCTURAL)
-        # zero-width lookahead: overlapping needles that start at different places are all seen
-        self.finder = re.compile("(?=(" + _trie(sorted(needles)) + "))")
-        # a match is the longest needle at its position: the shorter needles it starts with are there too
-        self._owners: dict[str, tuple[int, ...]] = {}
-        for n in needles:
-            ix: set[int] = set()
-            for p in _prefixes_of(n, needles):
-                ix |= owners.get(p, set())
-            self._owners[n] = tuple(sorted(ix))
+        self._needles = NeedleFinder(owners)
+        self.first = self._needles.first
 
     def candidates(self, found: Iterable[str]) -> list[Rule]:
         """The rules whose needles are among `found` (needle matches in one line), in table order."""
-        ix: set[int] = set()
-        for n in found:
-            ix.update(self._owners.get(n, ()))
-        return [self.rules[i] for i in sorted(ix)]
+        return [self.rules[i] for i in sorted(self._needles.owners_of(found))]
 
     def needles_in(self, low_line: str) -> set[str]:
-        return {m.group(1) for m in self.finder.finditer(low_line)}
+        return self._needles.needles_in(low_line)
 
 
 INDEX = NeedleIndex(RULES)
@@ -94,28 +58,23 @@ class Line:
 
 
 def needle_lines(text: str, low: str) -> Iterator[Line]:
-    """The lines of `text` holding a needle, in order (`low` is `text.lower()`, same length)."""
-    finder = INDEX.finder
+    """The lines of `text` holding a needle, in order (`low` is `text.lower()`, same length).
+
+    One search finds the first needle of a line; the search then resumes at the next line, so each character is
+    looked at about once; only those lines are searched again for all their needles."""
+    first = INDEX.first
     pos = 0
     n = len(low)
-    current: Line | None = None
     while pos < n:
-        m = finder.search(low, pos)
+        m = first.search(low, pos)
         if m is None:
-            break
+            return
         at = m.start()
-        if current is not None and at < current.end:
-            current.found.add(m.group(1))
-            pos = at + 1
-            continue
-        if current is not None:
-            yield current
         start = low.rfind("\n", 0, at) + 1
-        end = low.find("\n", at)
-        current = Line(start, n if end < 0 else end, {m.group(1)})
-        pos = at + 1
-    if current is not None:
-        yield current
+        end = low.find("\n", m.end())
+        end = n if end < 0 else end
+        yield Line(start, end, INDEX.needles_in(low[start:end] + "\n"))
+        pos = end + 1
 
 
 def clean_segments(raw: str) -> list[str]:
