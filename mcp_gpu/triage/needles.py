@@ -7,7 +7,7 @@ lines that hold one (a substring test is far cheaper than a regex search, and mo
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -131,7 +131,7 @@ def trie_pattern(words: Iterable[str]) -> str:
 class NeedleFinder(Generic[T]):
     """Which owners (rules, signals) have a needle in a text, found in one pass over the lower-cased text."""
 
-    def __init__(self, owners: dict[str, Iterable[T]]) -> None:
+    def __init__(self, owners: Mapping[str, Iterable[T]]) -> None:
         needles = {n for n in owners if n}
         if not needles:
             raise ValueError("no needles")
