@@ -31,7 +31,16 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from mcp_gpu.models import SEVERITY_RANK, Finding, Severity
-from mcp_gpu.triage.rules import GENERIC_TRACEBACK, SIGNALS, TRUNCATED_TRACEBACK, Role, Rule
+from mcp_gpu.triage.rules import (
+    DF_DISK,
+    DF_FULL_PERCENT,
+    DF_INODES,
+    GENERIC_TRACEBACK,
+    SIGNALS,
+    TRUNCATED_TRACEBACK,
+    Role,
+    Rule,
+)
 from mcp_gpu.triage.scan import ANSI, INDEX, ProgressFinder, clean_segments, is_tb_header, needle_lines, tb_rest
 from mcp_gpu.untrusted import clean_line as clean_remote
 
@@ -55,6 +64,10 @@ TRACEBACK_WALK = 400  # lines a traceback may span before its final exception li
 ROOT_WINDOW = 8_000  # characters before a fatal sign in which a survived-looking cause still explains it
 OVERFLOW_PINNED = 3  # overflow lines at a loss scale <= 1 that make a collapse
 
+_DF_HEADER = re.compile(r"^\s*Filesystem\s.*?\b(I?Use%)\s+Mounted on\s*$")
+_DF_ROW = re.compile(r"^\s*(\S+)\s+(?:\S+\s+){2,3}(\d{1,3})%\s+(/\S*)\s*$")
+# a traceback from a thread that only feeds a queue (multiprocessing's feeder): the process itself goes on
+_BACKGROUND_FRAME = re.compile(r"multiprocessing[/\\]queues\.py\S*, line \d+, in _feed\b")
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?::\s|:?$)")
 _WORKER_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -171,6 +184,15 @@ class _Scan:
                 continue  # a frame of a traceback already walked
             self._judge_line(line.start, line.end, line.found)
 
+    def _ignored_before(self, header: int) -> bool:
+        """Whether the line before a traceback header says Python printed the exception and went on."""
+        prev_end = header - 1
+        if prev_end <= 0:
+            return False
+        prev_start = self.text.rfind("\n", 0, prev_end) + 1
+        return self.text.startswith("Exception ignored in", prev_start) or \
+            "Exception ignored in" in self.text[prev_start:prev_end][:40]
+
     def _physical(self, start: int) -> tuple[str, int]:
         end = self.text.find("\n", start)
         end = len(self.text) if end < 0 else end
@@ -181,6 +203,9 @@ class _Scan:
         if "exitcode" in found:
             self.worker_exits += _WORKER_EXIT.findall(raw)
         segments = clean_segments(raw)
+        if "mounted on" in found and len(segments) == 1 and (df := _DF_HEADER.match(segments[0])):
+            self._walk_df(end + 1, inodes=df.group(1) == "IUse%")
+            return
         for seg in segments:
             rest = tb_rest(seg)
             if rest is None:
@@ -195,19 +220,37 @@ class _Scan:
             if seg.strip():
                 self._judge(start, seg, final=False, found=found if seg == raw else None)
 
+    def _walk_df(self, pos: int, *, inodes: bool) -> None:
+        """The rows of a pasted `df` table: a real filesystem at 98 % or more is full (of bytes, or of inodes)."""
+        for _ in range(200):
+            if pos >= len(self.text):
+                break
+            raw, end = self._physical(pos)
+            row = _DF_ROW.match(raw)
+            if row is None:
+                break
+            device, percent, mount = row.groups()
+            if int(percent) >= DF_FULL_PERCENT and not device.startswith("/dev/loop") and not mount.startswith("/snap"):
+                self.hits.append(_Hit(DF_INODES if inodes else DF_DISK, pos, raw.strip(), "critical", "cause"))
+                self.hit_lines.add(pos)
+            pos = end + 1
+        self._skip_to = pos
+
     def _walk_traceback(self, header: int, pos: int) -> None:
         """From just after a traceback header to its final exception line, which is judged (the frames are not).
 
         A log that ends inside a traceback ended with the crash: its last frame stands for the exception."""
         text = self.text
         last_frame = ""
+        ignored = self._ignored_before(header)
         for _ in range(TRACEBACK_WALK):
             if pos >= len(text):
                 self._skip_to = pos
                 if last_frame:
                     # a fatal sign, but it names no cause: anything named beats it
                     self.hits.append(_Hit(TRUNCATED_TRACEBACK, header,
-                                          f"(the log ends inside a traceback) {last_frame}", "error", "cascade"))
+                                          f"(the log ends inside a traceback) {last_frame}", "error", "cascade",
+                                          survived=ignored))
                 return
             raw, end = self._physical(pos)
             segs = clean_segments(raw)
@@ -215,13 +258,18 @@ class _Scan:
             if not line.strip() or line[0] in " \t" or line.lstrip().startswith(("^", "~")):
                 if line.strip() and not line.lstrip().startswith(("^", "~")):
                     last_frame = line.strip()
+                    ignored = ignored or _BACKGROUND_FRAME.search(line) is not None
                 pos = end + 1
                 continue
             if is_tb_header(line):  # a second header (another rank, or a chained traceback) restarts the walk
                 pos = end + 1
                 continue
             self._skip_to = end + 1
+            before = len(self.hits)
             self._judge(pos, line, final=True, found=None)
+            if ignored:
+                for h in self.hits[before:]:
+                    h.survived = True
             return
         self._skip_to = pos
 
@@ -232,9 +280,9 @@ class _Scan:
                 self.hits.append(_Hit(GENERIC_TRACEBACK, index, line, "error", "cause", final=final))
                 self.hit_lines.add(index)
             return
-        self.hit_lines.add(index)
         if rule.role == "ignore":
-            return
+            return  # routine: it may still count as progress
+        self.hit_lines.add(index)
         if rule.role == "trend":
             m = _SCALE.search(line)
             scale = None
@@ -376,13 +424,16 @@ def _rank(g: _Group) -> tuple[int, int]:
 
 def _pick_primary(groups: list[_Group]) -> _Group | None:
     def tier(g: _Group) -> int | None:
+        """0 a named cause; 1 a named warning nothing survived (the run died right after it); 2 an unclassified
+        crash or a collective timeout (only when nothing named the cause); 3 their warnings; 4 a launcher's
+        report that something failed."""
         serious = SEVERITY_RANK[g.severity] >= SEVERITY_RANK["error"]
+        warn = g.severity == "warn"
         if not g.cascade:
             if g.cls in _CASCADE_CLASSES:
-                # a generic crash or a timeout: only when nothing named the cause
-                return 1 if serious else (2 if g.severity == "warn" else None)
-            return 0 if serious else (2 if g.severity == "warn" else None)
-        return 3 if serious else None
+                return 2 if serious else (3 if warn else None)
+            return 0 if serious else (1 if warn else None)
+        return 4 if serious else None
 
     ranked = [(t, _prio(g.cls), g) for g in groups if (t := tier(g)) is not None]
     if not ranked:

@@ -152,16 +152,20 @@ def _rule(rule_id: str, cls: str, severity: Severity, title: str, pattern: str, 
 
 
 # --- routine lines that only look alarming (first, so that nothing below claims them)
+_rule("ignore.exception_ignored", "traceback", "info", "Python printed and ignored an exception",
+      r"^Exception ignored in\b", "", role="ignore")
 _rule("ignore.torchrun_sigterm_workers", "traceback", "info", "torchrun stopping the other workers",
       r"Sending process \d+ closing signal SIGTERM|Unable to shutdown process \d+ via", "", role="ignore")
 _rule("ignore.elastic_hint", "traceback", "info", "torchrun hint", r"To enable traceback see: https://pytorch\.org", "",
       role="ignore")
 _rule("ignore.deprecation", "traceback", "info", "a deprecation or future warning",
-      r"(?:Deprecation|Future|User|Runtime|Resource)Warning\b|\bwarnings\.warn\(|is deprecated|will be removed in",
+      r"^(?!.*(?:\[Errno \d|No space|[Oo]ut of memory|Killed))"
+      r".*(?:(?:Deprecation|Future|User|Runtime|Resource)Warning\b|\bwarnings\.warn\(|is deprecated|will be removed in)",
       "", role="ignore", needles=("deprecationwarning", "futurewarning", "userwarning", "runtimewarning",
                                  "resourcewarning", "warnings.warn", "deprecated", "will be removed in"))
 _rule("ignore.zero_counters", "nan_inf", "info", "a counter of NaN/inf events that reads zero",
-      r"\b(?:nan|inf)[\w/.-]*['\"]?\s*[:=]\s*['\"]?0(?:\.0+)?\b(?![.\d])(?!.*\b(?:loss|grad_?norm)\b['\"]?\s*[:=]\s*['\"]?[-+]?(?:nan|inf)\b)",
+      r"\b(?:nan|inf)[\w/.-]*['\"]?\s*[:=]\s*['\"]?0(?:\.0+)?\b(?![.\d])(?!.*\b(?:loss|"
+      r"grad_?norm)\b['\"]?\s*[:=]\s*['\"]?[-+]?(?:nan|inf)\b)",
       "", role="ignore", ignore_case=True, needles=("nan", *_INF))
 
 # --- mixed-precision overflow: judged as a trend of the loss scale, not line by line
@@ -179,9 +183,9 @@ _rule("config.crlf", "import_or_config_error", "error", "the script has Windows 
 # --- inodes and disk space (U6, U7) before anything that a full disk can cause
 _rule("inodes.df", "inode_exhausted", "critical", "the filesystem is out of inodes",
       r"[Oo]ut of inodes|no (?:free )?inodes|inodes? (?:are |is )?(?:exhausted|full|used up)|IUse%.*\b100%|"
-      r"\b100%\s+\S*/|[Ii]node (?:quota|limit) (?:exceeded|reached)|[Ff]ile (?:count|number) (?:quota|limit)|"
+      r"[Ii]node (?:quota|limit) (?:exceeded|reached)|[Ff]ile (?:count|number) (?:quota|limit)|"
       r"files? quota exceeded|exceeded (?:the )?(?:file|inode) (?:quota|limit)|[Tt]oo many files",
-      FIX_INODES, gotcha="U7", needles=("inode", "iuse%", "100%", "file count", "file number", "files quota",
+      FIX_INODES, gotcha="U7", needles=("inode", "iuse%", "file count", "file number", "files quota",
                                         "file quota", "file limit", "too many files"))
 _rule("disk.gate", "disk_full", "critical", "the launch disk gate aborted: too little free space", r"\bDISK_GATE_ABORT\b",
       FIX_DISK, gotcha="U6")
@@ -191,8 +195,9 @@ _rule("disk.torch_save", "disk_full", "critical", "torch.save failed mid-write: 
       FIX_DISK, gotcha="U6", needles=("inline_container.cc", "pytorchstreamwriter failed", "basic_ios::clear", "write(): fd"))
 _rule("disk.enospc", "disk_full", "critical", "no space left on device",
       r"No space left on device|\[Errno 28\]|\bENOSPC\b|[Nn]ot enough (?:free )?(?:disk )?space|[Dd]isk (?:is )?full|"
-      r"insufficient (?:disk )?space|out of disk space|[Nn]o space left|Write failed.*space",
-      FIX_DISK, gotcha="U6", needles=("space", "[errno 28]", "enospc", "disk full", "disk is full"))
+      r"insufficient (?:disk )?space|out of disk space|[Nn]o space left|Write failed.*space|is over \d+% full|"
+      r"(?:[Dd]isk|[Ff]ilesystem|[Vv]olume|[Pp]artition|[Ss]torage).{0,60}\b(?:9\d|100)% (?:full|used)",
+      FIX_DISK, gotcha="U6", needles=("space", "[errno 28]", "enospc", "disk full", "disk is full", "% full", "% used"))
 _rule("disk.quota", "disk_full", "critical", "disk quota exceeded", r"Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b",
       FIX_QUOTA, gotcha="U6")
 _rule("disk.k8s_evicted", "disk_full", "error", "pod evicted: node low on ephemeral storage",
@@ -210,14 +215,16 @@ _rule("host_oom.ray", "host_oom_killed", "error", "the node ran low on RAM and i
 _rule("cuda_oom.torch", "cuda_oom", "error", "GPU memory ran out",
       r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|"
       r"Cuda failure '?out of memory|HIP out of memory|RESOURCE_EXHAUSTED|[Rr]esource exhausted: Out|CUDA_ERROR_OUT_OF_MEMORY|"
-      r"OOM when allocating|[Oo]ut of memory (?:while|trying to allocate|on device|allocating)|"
+      r"OOM when allocating|OOM [Dd]etected|No executable batch size found|[Oo]ut of memory (?:while|"
+      r"trying to allocate|on device|allocating)|"
       r"[Ff]ailed to allocate .*(?:device|GPU|from device)|[Rr]an out of memory trying to allocate|"
       r"BFCAllocator.*(?:ran out|[Oo]ut of memory)|cudaErrorMemoryAllocation|hipErrorOutOfMemory|"
       r"CUDNN_STATUS_ALLOC_FAILED|CUDNN_STATUS_NOT_ENOUGH_WORKSPACE|DNNL.*out of memory|"
       r"[Nn]ot enough (?:GPU|device|CUDA) memory|GPU memory (?:is )?(?:full|exhausted|insufficient)",
       FIX_CUDA_OOM, gotcha="U10",
       needles=("out of memory", "outofmemoryerror", "cublas_status_alloc_failed", "resource_exhausted",
-               "cuda_error_out_of_memory", "oom when allocating", "resource exhausted: out",
+               "cuda_error_out_of_memory", "oom when allocating", "oom detected",
+               "no executable batch size found", "resource exhausted: out",
                "failed to allocate", "ran out of memory",
                "bfcallocator", "cudaerrormemoryallocation", "hiperroroutofmemory", "cudnn_status_alloc_failed",
                "cudnn_status_not_enough_workspace", "gpu memory", "device memory", "cuda memory"))
@@ -272,7 +279,8 @@ _rule("host_oom.alloc", "host_oom_killed", "error", "host RAM exhausted (allocat
 
 # --- NaN / inf (train.P8, train.P10)
 _rule("nan.loss", "nan_inf", "error", "the loss became NaN/inf",
-      r"(?:\b|_)(?:train_|val_|valid_|eval_|test_|total_|train/|val/)?loss(?:_\w+|es)?\b['\"]?(?:\s*[:=]\s*|\s+)(?:tensor\()?['\"]?"
+      r"(?:\b|_)(?:train_|val_|valid_|eval_|test_|total_|train/|val/)?loss(?:_\w+|es)?\b['\"]?(?:\s*[:=]\s*|"
+      r"\s+)(?:tensor\()?['\"]?"
       r"[-+]?(?:nan|inf(?:inity)?)\b(?!\s*(?:->|to\b))|"
       r"\bloss (?:is|became|was|=|has become|went to) (?:nan|inf|infinite)|returned nan values in its|"
       r"\bis not finite\b|non-finite|found invalid values|probability tensor contains either|"
@@ -332,6 +340,16 @@ _rule("gpu.cuda_fault", "cuda_device_error", "error", "a CUDA kernel or the GPU 
                "cudastreamsynchronize", "cuda driver error", "cuda failure", "gpu hang", "gpu fault", "gpu reset",
                "failed to", "curesult", "unexpected cuda error", "unexpected gpu error", "xla"))
 
+# --- the network under the collectives: InfiniBand / RoCE / socket transport failures, a peer gone
+_rule("nccl.net", "network_stall", "error", "the network between ranks failed (NCCL transport)",
+      r"ncclRemoteError|remote process exited or there was a network error|NET/IB ?: .*(?:[Ee]rror|[Ff]ailed)|"
+      r"[Gg]ot completion (?:from peer )?with error|[Gg]ot completion from peer \S+ with (?:error|"
+      r"status=[1-9])|completion error|ibv_\w+ failed|IBV_WC_\w+_ERR|"
+      r"Connection closed by (?:remote )?peer|transport retry counter exceeded|NCCL_IB.*error",
+      FIX_NCCL, gotcha="train.MN2",
+      needles=("ncclremoteerror", "remote process exited or there was a network error", "net/ib", "completion",
+               "ibv_", "connection closed by", "transport retry counter exceeded", "nccl_ib"))
+
 # --- collectives (train.D20, train.MN1, train.MN2)
 _rule("nccl.watchdog", "nccl_timeout", "error", "a collective timed out (watchdog)",
       r"Watchdog caught collective operation timeout|collective operation timeout|Timeout at NCCL work|"
@@ -365,7 +383,8 @@ _rule("nccl.warn", "nccl_timeout", "warn", "NCCL warned", r"NCCL WARN\b", FIX_NC
 # --- DataLoader (train.DP15, DP4, DP6)
 _rule("dataloader.shm", "dataloader_error", "error", "DataLoader workers ran out of shared memory (/dev/shm)",
       r"killed by signal: Bus error|Unexpected bus error encountered in worker|unable to write to file </torch_|"
-      r"received 0 items of ancdata|out of shared memory|Too many open files|insufficient shared memory|/dev/shm",
+      r"received 0 items of ancdata|out of shared memory|Too many open files|insufficient shared memory|"
+      r"/dev/shm.{0,80}(?:[Nn]o space|full|too small|[Ii]nsufficient|[Bb]us error)",
       FIX_SHM, gotcha="train.DP15",
       needles=("bus error", "unable to write to file </torch_", "ancdata", "shared memory", "too many open files",
                "/dev/shm"))
@@ -462,11 +481,12 @@ _rule("code.scaler", "traceback", "error", "the GradScaler state was not restore
 
 # --- scheduler verdicts (before the SIGTERM rules: a time limit also sends SIGTERM)
 _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit ended the job",
-      r"DUE TO TIME LIMIT|\bDeadlineExceeded\b", FIX_TIME_LIMIT, gotcha="SLURM2", needles=("due to time limit",
+      r"DUE TO TIME LIMIT|\bDeadlineExceeded\b", FIX_TIME_LIMIT, gotcha="SLURM2", fatal=True, needles=("due to time limit",
                                                                                           "deadlineexceeded"))
 _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted the job",
       r"DUE TO PREEMPTION|\bPREEMPTED\b|spot/instance-action|[Ss]pot (?:instance )?interruption|[Pp]reemption notice|"
-      r"[Ii]nstance was preempted|Reason:\s*Evicted|[Pp]od (?:was )?evicted|low on resource|\bpreempt(?:ed|ion|ing|ible)?\b|"
+      r"[Ii]nstance was preempted|Reason:\s*Evicted|[Pp]od (?:was )?evicted|low on resource|\b[Pp]reempted\b|"
+      r"[Pp]reemption (?:notice|signal|detected|event|warning)|\b[Pp]reempting\b|"
       r"[Tt]ermination [Nn]otice|instance-action|[Ss]pot (?:instance|node|VM|cluster|job|recovery)|"
       r"interruption notice|[Rr]ecovering (?:the )?(?:spot|cluster|job)|\bRECOVERING\b|"
       r"[Rr]eplicas? (?:\S+ )?(?:failing|preempted)|"
@@ -476,7 +496,7 @@ _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted
       r"[Mm]aintenance event|hostError|[Rr]eclaim(?:ed|ing) (?:the )?(?:instance|node|capacity)|ScheduledEvents|"
       r"[Ss]hutdown (?:signal|notice)|shutting down (?:the )?(?:instance|node|VM)|\bEVICTED\b|"
       r"(?:[Pp]od|[Nn]ode|[Ii]nstance|[Jj]ob|[Ww]orker|VM)\S* (?:\S+ )?(?:was |has been |is being )?evicted",
-      FIX_PREEMPT, gotcha="SLURM2",
+      FIX_PREEMPT, gotcha="SLURM2", fatal=True,
       needles=("preempt", "spot", "termination notice", "instance-action", "interruption", "reason:", "evicted",
                "low on resource", "recovering", "replica", "node was", "node drained", "node terminated",
                "node reclaimed", "node deleted", "node shut", "node removed", "node lost", "node failed", "node_fail",
@@ -499,7 +519,7 @@ _rule("signal.sigterm", "preempted", "error", "the job received SIGTERM",
       r"got signal: 15\b|Signal 15 \(SIGTERM\) received by PID|exitcode\s*:\s*-15\b|^Terminated$|: line \d+:\s+\d+ Terminated\b|"
       r"[Cc]aught SIGTERM|SIGTERM (?:signal )?(?:received|caught|detected)|[Rr]eceived (?:signal )?(?:15|SIGTERM)|"
       r"Signals\.SIGTERM|[Tt]erminated by signal SIGTERM",
-      FIX_SIGTERM, role="sigterm", needles=("sigterm", "death signal", "got signal: 15", "exitcode", "terminated",
+      FIX_SIGTERM, role="sigterm", fatal=True, needles=("sigterm", "death signal", "got signal: 15", "exitcode", "terminated",
                                             "received signal 15", "received 15"))
 
 # --- SSH session (U1, GEN8), then the network
@@ -585,6 +605,13 @@ GENERIC_TRACEBACK = Rule("traceback.generic", "traceback", "error", "the run cra
 
 TRUNCATED_TRACEBACK = Rule("traceback.truncated", "traceback", "error", "the log ends inside a traceback",
                            _re(r"$^"), FIX_TRACEBACK, role="cascade", fatal=True)
+
+
+# A `df` / `df -i` table pasted into the log: a real filesystem (not a read-only snap image) at 98-100 %.
+DF_DISK = Rule("disk.df", "disk_full", "critical", "a filesystem is full (df)", _re(r"$^"), FIX_DISK, "U6")
+DF_INODES = Rule("inodes.df", "inode_exhausted", "critical", "a filesystem is out of inodes (df -i)", _re(r"$^"),
+                 FIX_INODES, "U7")
+DF_FULL_PERCENT = 98
 
 
 def _synthetic(rule_id: str, cls: str, severity: Severity, title: str, remedy: str, *,

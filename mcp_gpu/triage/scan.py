@@ -18,11 +18,11 @@ from mcp_gpu.triage.rules import RULES, Rule
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s?|\d{1,4}: (?=\S)|\(\w+ pid=\d+[^)]*\)\s|"
-                    r"\S+:\d+:\d+ \[\d+\] |[\w.-]+: (?=\[|Traceback|\w+(?:Error|Exception)\b))")
+                    r"\S+:\d+:\d+ \[\d+\] )")
 TB_HEADER = "traceback (most recent call last)"
 _TB_HEADER_RE = re.compile(r"(?:^|\s)(?:Original )?Traceback \(most recent call last\):?")
 # structural needles: the exception line of a crash without its traceback header, and torchrun's exit codes
-_STRUCTURAL = (TB_HEADER, "error", "exception", "exitcode")
+_STRUCTURAL = (TB_HEADER, "error", "exception", "exitcode", "mounted on")
 
 
 class NeedleIndex:
@@ -107,11 +107,13 @@ def tb_rest(line: str) -> str | None:
 
 # Training going on: a progress bar, a step/epoch counter, a finite loss, or a stage reported done.
 _PROGRESS = re.compile(
-    r"\d%\|| \d+/\d+ \[\d|\d\s*(?:it/s|s/it|[kMG]?B/s)\b|"
-    r"\b(?:step|steps|iter|iteration|epoch|global_step|num_updates|update|batch)\b['\"]?\s*[:=#]?\s*\[?\s*\d|"
+    r"(?<!\d)(?:[1-9]\d?|100)%\|| [1-9]\d*/\d+ \[\d|\d\s*(?:it/s|s/it|[kMG]?B/s)\b|"
+    r"\b(?:step|steps|iter|iteration|epoch|global_step|num_updates|update|batch)\b['\"]?\s*[:=#]?\s*\[?\s*(?!0\b)\d|"
+    r"^Exception ignored in\b|"
     r"\b(?:train_|training_)?loss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d|"
     r"\b(?:successfully|succeeded|(?:training|download|upload|epoch|step) (?:completed|complete|finished|done)|"
-    r"(?:saved|saving) (?:model|checkpoint)|resum(?:ed|ing) (?:training|from)|continu(?:e|ing) training)\b", re.IGNORECASE)
+    r"(?:saved|saving) (?:model|checkpoint)|resum(?:ed|ing) (?:training|from)|continu(?:e|"
+    r"ing) training)\b", re.IGNORECASE | re.MULTILINE)
 # a finite loss value: what a NaN/inf loss needs after it to count as survived
 _FINITE_LOSS = re.compile(r"\bloss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d", re.IGNORECASE)
 _NOT_PROGRESS = re.compile(r"^\s*File \"|wandb|\b(?:nan|inf|fail(?:ed|ure|s)?|errors?|exception|abort(?:ed|ing)?|"
@@ -141,7 +143,8 @@ class ProgressFinder:
             end = text.find("\n", m.end())
             end = len(text) if end < 0 else end
             line = text[start:end]
-            if start not in self.hit_lines and not _NOT_PROGRESS.search(clean_segments(line)[-1] if line else ""):
+            last = clean_segments(line)[-1] if line else ""
+            if start not in self.hit_lines and (last.startswith("Exception ignored in") or not _NOT_PROGRESS.search(last)):
                 return start
             pos = end + 1
 

@@ -9,6 +9,9 @@ from mcp_gpu.triage.engine import triage_text
 from tests.corpus.loader import LABELS, Excerpt, load
 
 THRESHOLD = 0.95  # held-out primary-class accuracy the test demands (issue 12)
+# The engine refines two external stops beyond the fixed set (a scheduler time limit, a deliberate cancel); the
+# corpus labels them with the fixed class they refine. Decided with the split, before tuning.
+REFINES = {"time_limit": "preempted", "cancelled": "preempted"}
 
 
 @dataclass(frozen=True)
@@ -82,5 +85,6 @@ def evaluate(excerpts: list[Excerpt] | None = None) -> dict[str, Score]:
     """Score both splits: {'development': Score, 'held-out': Score}."""
     scores = {"development": Score("development"), "held-out": Score("held-out")}
     for ex in excerpts if excerpts is not None else load():
-        scores[ex.split].outcomes.append(Outcome(ex, triage_text(ex.text).primary))
+        primary = triage_text(ex.text).primary
+        scores[ex.split].outcomes.append(Outcome(ex, REFINES.get(primary, primary)))
     return scores
