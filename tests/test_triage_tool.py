@@ -84,3 +84,31 @@ def test_the_triage_verb_reports_an_unreadable_file_as_an_error(tmp_path: Path) 
     done = _cli(str(tmp_path / "missing.log"))
     assert done.returncode == 2
     assert "cannot read" in done.stderr
+
+
+async def test_a_big_triage_does_not_hold_up_another_call(app: App) -> None:
+    """The engine runs on a worker thread: a second call made while a long triage is in flight comes back first."""
+    import anyio
+
+    line = " 45%|████▌     | 450/1000000 [01:23<01:42,  5.38it/s, loss=0.123]\n"
+    big = line * (30 * 1024 * 1024 // len(line.encode()))  # ~30 MB: seconds of work for the engine
+    order: list[str] = []
+    async with Client(build_server(app=app)) as c:
+        started = anyio.Event()
+
+        async def triage_big() -> None:
+            started.set()
+            r = await c.call_tool("triage_log", {"text": big})
+            assert r.structured_content is not None and r.structured_content["primary"] == "healthy"
+            order.append("triage")
+
+        async def quick() -> None:
+            await started.wait()
+            r = await c.call_tool("gotcha_lookup", {"text": "CUDA out of memory"})
+            assert not r.is_error
+            order.append("lookup")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(triage_big)
+            tg.start_soon(quick)
+    assert order == ["lookup", "triage"]

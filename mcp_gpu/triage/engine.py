@@ -178,8 +178,7 @@ class _Scan:
         self.overflow: list[tuple[int, float | None]] = []
         self.hit_lines: set[int] = set()
         self._skip_to = 0
-        low = text.lower()
-        for line in needle_lines(text, low):
+        for line in needle_lines(text):
             if line.start < self._skip_to:
                 continue  # a frame of a traceback already walked
             self._judge_line(line.start, line.end, line.found)

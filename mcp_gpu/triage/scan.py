@@ -57,24 +57,34 @@ class Line:
     found: set[str]
 
 
-def needle_lines(text: str, low: str) -> Iterator[Line]:
-    """The lines of `text` holding a needle, in order (`low` is `text.lower()`, same length).
+BLOCK = 1 << 20  # characters lower-cased and searched per step: the GIL is let go between steps
 
-    One search finds the first needle of a line; the search then resumes at the next line, so each character is
-    looked at about once; only those lines are searched again for all their needles."""
+
+def needle_lines(text: str) -> Iterator[Line]:
+    """The lines of `text` holding a needle, in order.
+
+    The text is taken in blocks of about `BLOCK` characters cut at line ends; each block is lower-cased and
+    searched for the first needle of a line, the search resuming at the next line, so each character is looked
+    at about once. Each regex call is short, so a worker thread running this leaves the event loop its turns."""
     first = INDEX.first
-    pos = 0
-    n = len(low)
-    while pos < n:
-        m = first.search(low, pos)
-        if m is None:
-            return
-        at = m.start()
-        start = low.rfind("\n", 0, at) + 1
-        end = low.find("\n", m.end())
-        end = n if end < 0 else end
-        yield Line(start, end, INDEX.needles_in(low[start:end] + "\n"))
-        pos = end + 1
+    n = len(text)
+    base = 0
+    while base < n:
+        stop = text.find("\n", min(n, base + BLOCK))
+        stop = n if stop < 0 else stop
+        low = text[base:stop].lower()
+        pos, m_len = 0, len(low)
+        while pos < m_len:
+            m = first.search(low, pos)
+            if m is None:
+                break
+            at = m.start()
+            start = low.rfind("\n", 0, at) + 1
+            end = low.find("\n", m.end())
+            end = m_len if end < 0 else end
+            yield Line(base + start, base + end, INDEX.needles_in(low[start:end] + "\n"))
+            pos = end + 1
+        base = stop + 1
 
 
 def clean_segments(raw: str) -> list[str]:
