@@ -36,6 +36,7 @@ from mcp_gpu.triage.rules import (
     DF_FULL_PERCENT,
     DF_INODES,
     GENERIC_TRACEBACK,
+    LOG_ERROR,
     SIGNALS,
     TRUNCATED_TRACEBACK,
     Role,
@@ -68,6 +69,8 @@ _DF_HEADER = re.compile(r"^\s*Filesystem\s.*?\b(I?Use%)\s+Mounted on\s*$")
 _DF_ROW = re.compile(r"^\s*(\S+)\s+(?:\S+\s+){2,3}(\d{1,3})%\s+(/\S*)\s*$")
 # a traceback from a thread that only feeds a queue (multiprocessing's feeder): the process itself goes on
 _BACKGROUND_FRAME = re.compile(r"multiprocessing[/\\]queues\.py\S*, line \d+, in _feed\b")
+_LOG_ERROR = re.compile(r"^\s*(?:\[?(?:ERROR|FATAL|CRITICAL|Error|Fatal)\]?[:\s]|[EF]\d{4} \d\d:\d\d:\d\d|"
+                        r".*?(?:\s|\[|\|)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s|\|))")
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?::\s|:?$)")
 _WORKER_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -278,6 +281,9 @@ class _Scan:
             if final or (self.bare_exceptions and _EXC_LINE.match(line)):
                 self.hits.append(_Hit(GENERIC_TRACEBACK, index, line, "error", "cause", final=final))
                 self.hit_lines.add(index)
+            elif self.bare_exceptions and _LOG_ERROR.match(line):
+                self.hits.append(_Hit(LOG_ERROR, index, line, "error", "cascade"))
+                self.hit_lines.add(index)
             return
         if rule.role == "ignore":
             return  # routine: it may still count as progress
@@ -389,6 +395,8 @@ def _resolve_sigterm(hits: list[_Hit], worker_exits: list[str]) -> None:
 def _confidence(best: _Hit, cascade: bool) -> float:
     if best.rule is GENERIC_TRACEBACK:
         return 0.6
+    if best.rule is LOG_ERROR:
+        return 0.4
     if cascade:
         return 0.5
     conf = best.rule.confidence

@@ -201,8 +201,8 @@ _rule("disk.enospc", "disk_full", "critical", "no space left on device",
 _rule("disk.quota", "disk_full", "critical", "disk quota exceeded", r"Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b",
       FIX_QUOTA, gotcha="U6")
 _rule("disk.k8s_evicted", "disk_full", "error", "pod evicted: node low on ephemeral storage",
-      r"low on resource: ephemeral-storage|DiskPressure", FIX_EVICT_DISK, gotcha="K8S5",
-      needles=("ephemeral-storage", "diskpressure"))
+      r"low on resource: ephemeral-storage|DiskPressure|ephemeral[- ](?:local )?storage (?:usage )?exceed", FIX_EVICT_DISK,
+      gotcha="K8S5", needles=("ephemeral-storage", "diskpressure", "ephemeral local storage", "ephemeral storage"))
 
 # --- host RAM worded like a GPU OOM (Ray's OutOfMemoryError is the node's RAM), before the VRAM rule
 _rule("host_oom.ray", "host_oom_killed", "error", "the node ran low on RAM and its tasks were killed",
@@ -260,6 +260,11 @@ _rule("host_oom.kernel", "host_oom_killed", "error", "the kernel OOM killer kill
                "killed process", "oom_reaper", "memory pressure", "memory threshold", "memory usage threshold",
                "killed due to memory", "task was killed", "low on memory", "memory limit", "code 137", "code: 137",
                "code:137", "status 137", "status: 137", "status:137"))
+_rule("host_oom.limits", "host_oom_killed", "error", "a memory limit was exceeded and the process killed",
+      r"[Ee]xceeded (?:job |step )?memory limit|out-of-memory handler|excessive memory|exited on signal 9\b|"
+      r"[Kk]illed: 9\b|signal 9 \(Killed\)|[Kk]illed by the OOM killer|oom.killer", FIX_HOST_OOM, gotcha="U9", fatal=True,
+      needles=("memory limit", "out-of-memory handler", "excessive memory", "exited on signal 9", "killed: 9",
+               "signal 9 (killed)", "oom killer", "oom-killer", "oom_killer"))
 _rule("dataloader.killed", "dataloader_error", "error", "a DataLoader worker was killed (SIGKILL): usually host RAM",
       r"DataLoader worker \(pid[^)]*\) is killed by signal: Killed", FIX_HOST_OOM, gotcha="U9", fatal=True)
 _rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: the OOM killer, unless someone ran kill -9",
@@ -567,16 +572,65 @@ _rule("net.timeout", "network_stall", "error", "a network request failed or time
                "urlopen error", "urlerror", "socket has timed out", "socket timed out", "errno 110", "errno 104",
                "errno 111", "errno 113", "errno -", "timed out"))
 
+# --- more ways the same classes are worded by other frameworks, clouds and launchers
+_rule("dataloader.worker_signal", "dataloader_error", "error", "a DataLoader worker crashed natively",
+      r"Unexpected (?:segmentation fault|floating-point exception|bus error) encountered in worker", FIX_DATALOADER,
+      gotcha="train.DP9", fatal=True, needles=("encountered in worker",))
+_rule("sched.preempted_more", "preempted", "error", "the job was stopped from outside (preemption, requeue, node loss)",
+      r"srun: forcing job termination|srun: Job step aborted|\bREQUEUED\b|[Rr]equeu(?:e|ing) (?:the )?job|"
+      r"(?:[Rr]eceived|[Hh]andling|[Cc]aught|got) (?:signal )?SIGUSR[12]|NodeDiedError|[Nn]ode (?:has )?died|"
+      r"missed too many heartbeats|TPU (?:was |has been )?preempted|[Hh]ost maintenance|NodeShutdown|"
+      r"[Nn]ode (?:is )?(?:being )?drained|[Ss]pot (?:instance )?(?:termination|reclaim)|will be terminated|"
+      r"is being terminated|[Ll]ost (?:the )?(?:node|worker node|host)\b",
+      FIX_PREEMPT, gotcha="SLURM2", fatal=True,
+      needles=("srun: forcing job termination", "srun: job step aborted", "requeued", "requeue", "sigusr",
+               "nodediederror", "died", "missed too many heartbeats", "preempted", "host maintenance",
+               "nodeshutdown", "drained", "spot", "will be terminated", "is being terminated", "lost the", "lost node",
+               "lost worker node", "lost host"))
+_rule("nan.more", "nan_inf", "error", "NaN/inf values appeared",
+      r"\b(?:ppl|perplexity)\b['\"]?\s*[:=]?\s*inf\b|[Ff]ound (?:a |some )?(?:NaN|nan|inf|Inf)\b|"
+      r"(?:contains?|has|have|produced|returned|got) (?:a |some )?(?:NaN|nan)s?\b|NaNs? (?:in|encountered|appeared)",
+      FIX_NAN, gotcha="train.P8", needles=("ppl", "perplexity", "nan", *_INF))
+_rule("gpu.lost", "cuda_device_error", "error", "the GPU needs a reset or is gone",
+      r"GPU requires reset|Unable to determine the device handle|GPU (?:\S+ )?(?:is )?lost\b|fell off the bus",
+      FIX_XID, gotcha="U22", needles=("gpu requires reset", "unable to determine the device handle", "gpu",
+                                      "fell off the bus"))
+_rule("ckpt.more", "checkpoint_corrupt", "error", "a checkpoint or downloaded weight file is incomplete",
+      r"Consistency check failed|file should be of size|checksum (?:mismatch|does not match|failed)|hash mismatch|"
+      r"Unable to load weights from|is not a valid (?:checkpoint|safetensors)|invalid magic number",
+      FIX_CKPT, gotcha="train.C2")
+_rule("config.more", "import_or_config_error", "error", "the environment or a package does not fit the code",
+      r"AttributeError: module '[\w.]+' has no attribute|DistributionNotFound|ContextualVersionConflict|CUDA_HOME|"
+      r"Ninja is required|compiled with different CUDA versions|does not recognize this architecture|"
+      r"[Pp]ermission denied(?! \(publickey)",
+      FIX_IMPORT, gotcha="U29", needles=("has no attribute", "distributionnotfound", "contextualversionconflict",
+                                         "cuda_home", "ninja is required", "compiled with different cuda versions",
+                                         "does not recognize this architecture", "permission denied"))
+_rule("ssh.more", "ssh_disconnect", "warn", "the SSH session dropped",
+      r"port 22\b.*(?:closed|reset|timed out|refused)|Software caused connection abort|"
+      r"Connection closed by \S+ port \d+|[Ss]erver unexpectedly closed network connection",
+      FIX_SSH, gotcha="U1", needles=("port 22", "software caused connection abort", "connection closed by",
+                                     "server unexpectedly closed network connection"))
+_rule("net.more", "network_stall", "error", "a network connection failed",
+      r"ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ECONNREFUSED|socket hang up|forcibly closed|peer closed connection|"
+      r"StatusCode\.UNAVAILABLE|failed to connect to all addresses|DEADLINE_EXCEEDED|[Uu]nable to connect|"
+      r"[Ff]ailed to connect|handshake (?:failed|timed out)|Could not connect to",
+      FIX_NETWORK, gotcha="AD2")
+_rule("cascade.mpi", "traceback", "error", "an MPI/Horovod launcher reports a failed process",
+      r"mpirun detected that one or more processes exited|returned a non-zero exit code|"
+      r"exit with status code [1-9]|exited on signal \d+", FIX_TORCHRUN, role="cascade", fatal=True)
+
 # --- native crashes and launcher cascades
 _rule("crash.native", "traceback", "error", "the process crashed natively (segfault/abort)",
       r"Segmentation fault|core dumped|Fatal Python error|^Bus error\b|\bSIGSEGV\b|\bSIGABRT\b|signal 11\b|"
       r"signal 6\b|^Aborted\b|\*\*\* Error in|double free|free\(\): invalid|malloc\(\): |stack smashing|"
-      r"Illegal instruction|Floating point exception|\bsegfault\b|exit code -11\b|exitcode\s*:\s*-(?:11|6|7|4|8)\b",
+      r"Illegal instruction|Floating point exception|\bsegfault\b|exit code -11\b|exitcode\s*:\s*-(?:11|6|7|4|8)\b|"
+      r"exited on signal (?:11|6|7|4|8)\b",
       FIX_SEGV, fatal=True,
       needles=("segmentation fault", "core dumped", "fatal python error", "bus error", "sigsegv", "sigabrt",
                "signal 11", "signal 6", "aborted", "*** error in", "double free", "free(): invalid", "malloc(): ",
                "stack smashing", "illegal instruction", "floating point exception", "segfault", "exit code -11",
-               "exitcode"))
+               "exitcode", "exited on signal"))
 _rule("cascade.torchrun", "traceback", "error", "a worker or launcher failed",
       r"ChildFailedError|SignalException|failed \(exitcode: -?\d+\) local_rank|terminate called after throwing|"
       r"exitcode\s*:\s*-?[1-9]\d*|process terminated with signal|terminated with (?:exit code|signal)|"
@@ -603,6 +657,10 @@ GENERIC_TRACEBACK = Rule("traceback.generic", "traceback", "error", "the run cra
                          _re(r"$^"), FIX_TRACEBACK)
 
 
+# A line logged at error level (`ERROR`, `FATAL`, glog's `E0123 12:00:00`) that no rule explains: an unclassified
+# fatal sign when it ends the log, judged like a bare exception line.
+LOG_ERROR = Rule("traceback.log_error", "traceback", "error", "the log ends with an error no rule explains",
+                 _re(r"$^"), FIX_EXIT, role="cascade")
 TRUNCATED_TRACEBACK = Rule("traceback.truncated", "traceback", "error", "the log ends inside a traceback",
                            _re(r"$^"), FIX_TRACEBACK, role="cascade", fatal=True)
 

@@ -22,7 +22,7 @@ PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s?|\d{1,4}: (?=\S)|\(\w+ pid=
 TB_HEADER = "traceback (most recent call last)"
 _TB_HEADER_RE = re.compile(r"(?:^|\s)(?:Original )?Traceback \(most recent call last\):?")
 # structural needles: the exception line of a crash without its traceback header, and torchrun's exit codes
-_STRUCTURAL = (TB_HEADER, "error", "exception", "exitcode", "mounted on")
+_STRUCTURAL = (TB_HEADER, "error", "exception", "exitcode", "mounted on", "fatal", "critical")
 
 
 class NeedleIndex:
