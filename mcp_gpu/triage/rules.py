@@ -589,7 +589,8 @@ _rule("sched.preempted_more", "preempted", "error", "the job was stopped from ou
                "lost worker node", "lost host"))
 _rule("nan.more", "nan_inf", "error", "NaN/inf values appeared",
       r"\b(?:ppl|perplexity)\b['\"]?\s*[:=]?\s*inf\b|[Ff]ound (?:a |some )?(?:NaN|nan|inf|Inf)\b|"
-      r"(?:contains?|has|have|produced|returned|got) (?:a |some )?(?:NaN|nan)s?\b|NaNs? (?:in|encountered|appeared)",
+      r"(?:[Ll]oss\w*|[Gg]rad\w*|[Oo]utputs?|[Ll]ogits|[Ww]eights?|[Pp]aram\w*|[Aa]ctivations?) (?:contains?|has|have|"
+      r"produced|returned|got|became|is) (?:a |some )?(?:NaN|nan)s?\b|NaNs? (?:encountered|appeared)",
       FIX_NAN, gotcha="train.P8", needles=("ppl", "perplexity", "nan", *_INF))
 _rule("gpu.lost", "cuda_device_error", "error", "the GPU needs a reset or is gone",
       r"GPU requires reset|Unable to determine the device handle|GPU (?:\S+ )?(?:is )?lost\b|fell off the bus",
