@@ -35,8 +35,11 @@ from mcp_gpu.triage.rules import (
     DF_DISK,
     DF_FULL_PERCENT,
     DF_INODES,
+    FRAME_HINT_CONFIDENCE,
+    FRAME_HINTS,
     GENERIC_TRACEBACK,
     LOG_ERROR,
+    RULES,
     SIGNALS,
     TRUNCATED_TRACEBACK,
     Role,
@@ -244,6 +247,7 @@ class _Scan:
         A log that ends inside a traceback ended with the crash: its last frame stands for the exception."""
         text = self.text
         last_frame = ""
+        frames: list[str] = []
         ignored = self._ignored_before(header)
         for _ in range(TRACEBACK_WALK):
             if pos >= len(text):
@@ -253,6 +257,9 @@ class _Scan:
                     self.hits.append(_Hit(TRUNCATED_TRACEBACK, header,
                                           f"(the log ends inside a traceback) {last_frame}", "error", "cascade",
                                           survived=ignored))
+                    hint = _frame_hint(frames)
+                    if hint is not None:
+                        self.hits.append(_Hit(hint[0], header, hint[1], "warn", "cause", survived=ignored))
                 return
             raw, end = self._physical(pos)
             segs = clean_segments(raw)
@@ -260,6 +267,8 @@ class _Scan:
             if not line.strip() or line[0] in " \t" or line.lstrip().startswith(("^", "~")):
                 if line.strip() and not line.lstrip().startswith(("^", "~")):
                     last_frame = line.strip()
+                    if last_frame.startswith("File "):
+                        frames.append(last_frame)
                     ignored = ignored or _BACKGROUND_FRAME.search(line) is not None
                 pos = end + 1
                 continue
@@ -303,6 +312,24 @@ class _Scan:
         if final and rule.role == "cause" and SEVERITY_RANK[severity] < SEVERITY_RANK["error"]:
             severity = "error"  # the exception that ended the run, not a logged warning
         self.hits.append(_Hit(rule, index, line, severity, rule.role, final=final))
+
+
+_HINT_RULES: dict[str, Rule] = {}
+
+
+def _frame_hint(frames: list[str]) -> tuple[Rule, str] | None:
+    """The subsystem the deepest recognisable frame of a cut-off traceback belongs to, as a weak finding."""
+    for frame in reversed(frames):
+        for pattern, cls in FRAME_HINTS:
+            if pattern.search(frame):
+                rule = _HINT_RULES.get(cls)
+                if rule is None:
+                    base = next((r for r in RULES if r.cls == cls and r.role == "cause"), GENERIC_TRACEBACK)
+                    rule = Rule(f"hint.{cls}", cls, "warn", f"the log ends inside a traceback in {cls} code",
+                                base.pattern, base.remedy, base.gotcha, "cause", None, False, FRAME_HINT_CONFIDENCE)
+                    _HINT_RULES[cls] = rule
+                return rule, f"(the log ends inside a traceback, last in {cls} code) {frame}"
+    return None
 
 
 def _mark_survived(hits: list[_Hit], progress: ProgressFinder) -> None:

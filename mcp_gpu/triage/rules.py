@@ -666,6 +666,20 @@ TRUNCATED_TRACEBACK = Rule("traceback.truncated", "traceback", "error", "the log
                            _re(r"$^"), FIX_TRACEBACK, role="cascade", fatal=True)
 
 
+# When a log ends inside a traceback (its exception line never printed), the code it died in is the only clue:
+# (frame path/function pattern, class). Checked from the deepest frame up; a weak hint, never a named cause.
+FRAME_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple((_re(p), c) for p, c in (
+    (r"torch[/\\]utils[/\\]data[/\\]|_worker_loop|pin_memory|rebuild_storage_fd|resource_sharer", "dataloader_error"),
+    (r"find_executable_batch_size|memory\.py\S*, line \d+, in decorator|empty_cache|caching_allocator", "cuda_oom"),
+    (r"requests[/\\]|urllib3[/\\]|http[/\\]client\.py|[/\\]socket\.py|[/\\]ssl\.py|aiohttp[/\\]|"
+     r"huggingface_hub[/\\]file_download|datasets[/\\]utils[/\\]file_utils|get_from_cache|hf_hub_download",
+     "network_stall"),
+    (r"torch[/\\]serialization\.py\S*, line \d+, in (?:load|_load|_legacy_load)|safetensors[/\\]", "checkpoint_corrupt"),
+    (r"distributed_c10d\.py\S*, line \d+, in (?:all_reduce|all_gather\w*|broadcast\w*|barrier|reduce_scatter\w*|"
+     r"all_to_all\w*|recv|send)", "nccl_timeout"),
+))
+FRAME_HINT_CONFIDENCE = 0.45
+
 # A `df` / `df -i` table pasted into the log: a real filesystem (not a read-only snap image) at 98-100 %.
 DF_DISK = Rule("disk.df", "disk_full", "critical", "a filesystem is full (df)", _re(r"$^"), FIX_DISK, "U6")
 DF_INODES = Rule("inodes.df", "inode_exhausted", "critical", "a filesystem is out of inodes (df -i)", _re(r"$^"),
