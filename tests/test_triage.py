@@ -521,3 +521,154 @@ def test_a_rule_whose_regex_matches_a_line_always_passes_its_cheap_needle_test()
                 checked += 1
                 assert rule.needles is None or any(n in line.lower() for n in rule.needles), (rule.id, line)
     assert checked > 20
+
+
+# --- issue 12: judged as a whole log, by kind (formats as real tools print them)
+
+def text_of(s: str) -> str:
+    return s.strip("\n")
+
+
+def test_fp16_overflow_shrinking_the_loss_scale_toward_zero_is_nan_inf() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    log = "\n".join(f"| WARNING: overflow detected, setting loss scale to: {2.0 ** -k}" for k in range(1, 7))
+    report = triage_text(log)
+    assert report.primary == "nan_inf"
+    assert "loss scale" in report.findings[0].evidence[0]
+
+
+def test_one_overflow_at_warm_up_followed_by_training_is_healthy() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    log = text_of("""
+[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768
+[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 32768, reducing to 16384
+Step 20/1000 | loss 2.53 | lr 3e-4
+Step 40/1000 | loss 2.31 | lr 3e-4
+""")
+    assert triage_text(log).primary == "healthy"
+
+
+def test_a_caught_and_logged_traceback_followed_by_training_is_healthy_with_an_info_finding() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    log = text_of("""
+step 100 | loss 0.53
+ERROR:root:could not upload metrics, will retry
+Traceback (most recent call last):
+  File "/app/metrics.py", line 40, in push
+    r = session.post(url, json=payload, timeout=5)
+requests.exceptions.ReadTimeout: HTTPSConnectionPool(host='metrics.example', port=443): Read timed out. (read timeout=5)
+step 120 | loss 0.51
+step 140 | loss 0.50
+""")
+    report = triage_text(log)
+    assert report.primary == "healthy"
+    assert "network_stall" in [f.cls for f in report.findings]
+    assert all(f.severity == "info" and "survived" in f.title for f in report.findings)
+
+
+def test_a_traceback_that_ends_the_log_is_never_healthy() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    cut_off = text_of("""
+step 100 | loss 0.53
+Traceback (most recent call last):
+  File "/app/train.py", line 88, in <module>
+    main()
+  File "/app/train.py", line 70, in main
+    trainer.fit()
+""")
+    report = triage_text(cut_off)
+    assert report.primary == "traceback"
+    assert "ends inside a traceback" in report.findings[0].evidence[0]
+
+
+@pytest.mark.parametrize("line", [
+    "Segmentation fault (core dumped)",
+    "Fatal Python error: Aborted",
+    "[ERROR] process terminated with signal SIGABRT",
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+    "srun: error: node07: task 3: Exited with exit code 1",
+])
+def test_a_fatal_sign_without_a_known_cause_is_a_traceback_with_its_evidence(line: str) -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    report = triage_text(f"step 10 | loss 2.0\nstep 20 | loss 1.9\n{line}")
+    assert report.primary == "traceback"
+    assert report.findings[0].evidence and report.confidence > 0
+
+
+def test_the_named_cause_a_few_lines_above_beats_the_generic_crash_that_follows() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    log = text_of("""
+[rank3]: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB
+[rank0]:[E ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=808, \
+OpType=ALLREDUCE) ran for 600020 milliseconds before timing out.
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+""")
+    report = triage_text(log)
+    assert report.primary == "cuda_oom"
+    assert all(f.severity == "info" for f in report.findings[1:])
+
+
+def test_collective_timeouts_seen_only_through_the_watchdog_frames_are_nccl_timeout() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    log = text_of("""
+terminate called after throwing an instance of 'c10::DistBackendError'
+Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:565 (most recent call first):
+frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f4a in libc10.so)
+frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, std::ratio<1l, 1000l> > >)
+""")
+    assert triage_text(log).primary == "nccl_timeout"
+
+
+@pytest.mark.parametrize(("line", "cls"), [
+    ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access", "cuda_device_error"),
+    ("2024-01-02 W external/xla/stream_executor/cuda/cuda_driver.cc: CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure",
+     "cuda_device_error"),
+    ("requests.exceptions.ConnectionError: ('Connection aborted.', RemoteDisconnected('Remote end closed connection "
+     "without response'))", "network_stall"),
+    ("OSError: We couldn't connect to 'https://huggingface.co' to load this file", "network_stall"),
+    ("ConnectionResetError: [Errno 104] Connection reset by peer", "network_stall"),
+    ("2024-05-01T10:00:00Z Spot instance interruption notice received; instance-action: terminate", "preempted"),
+    ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 4113 got signal: 1", "preempted"),
+    ("RuntimeError: DataLoader worker (pid 3012) is killed by signal: Segmentation fault.", "dataloader_error"),
+    ("RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
+     "checkpoint_corrupt"),
+    ("safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge", "checkpoint_corrupt"),
+    ("_pickle.UnpicklingError: pickle data was truncated", "checkpoint_corrupt"),
+])
+def test_kinds_worded_by_other_frameworks_clouds_and_launchers(line: str, cls: str) -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    assert triage_text(f"step 10 | loss 2.0\n{line}").primary == cls
+
+
+def test_a_pasted_df_table_with_a_full_filesystem_is_disk_full_and_a_full_inode_table_is_inodes() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    df = text_of("""
+Filesystem      Size  Used Avail Use% Mounted on
+/dev/sda1       104G  104G     0 100% /
+/dev/loop0       99M   99M     0 100% /snap/core/8935
+tmpfs           7.9G     0  7.9G   0% /dev/shm
+""")
+    assert triage_text(df).primary == "disk_full"
+    dfi = text_of("""
+Filesystem     Inodes IUsed IFree IUse% Mounted on
+/dev/vda1        640K  640K     0  100% /
+tmpfs            126K     1  126K    1% /dev/shm
+""")
+    assert triage_text(dfi).primary == "inode_exhausted"
+
+
+def test_every_finding_carries_a_confidence_and_the_report_the_primarys() -> None:
+    from mcp_gpu.triage.engine import TriageFinding, triage_text
+
+    report = triage_text(TORCH_OOM)
+    assert all(isinstance(f, TriageFinding) for f in report.findings)
+    assert report.confidence == report.findings[0].confidence >= 0.8  # type: ignore[attr-defined]

@@ -112,3 +112,29 @@ async def test_a_big_triage_does_not_hold_up_another_call(app: App) -> None:
             tg.start_soon(triage_big)
             tg.start_soon(quick)
     assert order == ["lookup", "triage"]
+
+
+def test_the_triage_verb_prints_a_report_for_people_by_default(tmp_path: Path) -> None:
+    log = tmp_path / "out.log"
+    log.write_text(OOM_LOG)
+    done = _cli(str(log))
+    assert done.returncode == 1, done.stderr
+    out = done.stdout
+    assert out.startswith("cuda_oom  (confidence 0.")
+    assert "cause: cuda_oom [error]" in out
+    assert "  ```\n  torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB" in out
+    assert "next step: Lower the micro-batch" in out
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(out)
+    healthy = tmp_path / "ok.log"
+    healthy.write_text(HEALTHY_LOG)
+    ok = _cli(str(healthy))
+    assert ok.returncode == 0 and ok.stdout.startswith("healthy")
+
+
+def test_the_triage_help_documents_the_exit_codes() -> None:
+    done = _cli("--help")
+    assert done.returncode == 0
+    assert "exit codes:" in done.stdout
+    for code in ("0  the log looks healthy", "1  a problem was found", "2  usage error"):
+        assert code in done.stdout
