@@ -125,7 +125,9 @@ _PROGRESS = re.compile(
     r"(?:saved|saving) (?:model|checkpoint)|resum(?:ed|ing) (?:training|from)|continu(?:e|"
     r"ing) training)\b", re.IGNORECASE | re.MULTILINE)
 # a finite loss value: what a NaN/inf loss needs after it to count as survived
-_FINITE_LOSS = re.compile(r"\bloss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d", re.IGNORECASE)
+# (a validation or test loss does not count: the training loss is what went bad)
+_FINITE_LOSS = re.compile(r"(?<![\w/])(?<!validation )(?<!valid )(?<!val )(?<!eval )(?<!test )(?:train[_/ ]?)?"
+                          r"loss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d", re.IGNORECASE)
 _NOT_PROGRESS = re.compile(r"^\s*File \"|wandb|\b(?:nan|inf|fail(?:ed|ure|s)?|errors?|exception|abort(?:ed|ing)?|"
                            r"killed|terminat\w*|timed out|timeout|refused|denied|exit(?:ed|code)?|not finite)\b",
                            re.IGNORECASE)
