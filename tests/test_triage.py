@@ -672,3 +672,26 @@ def test_every_finding_carries_a_confidence_and_the_report_the_primarys() -> Non
     report = triage_text(TORCH_OOM)
     assert all(isinstance(f, TriageFinding) for f in report.findings)
     assert report.confidence == report.findings[0].confidence >= 0.8  # type: ignore[attr-defined]
+
+
+def test_a_progress_bar_flushed_once_after_the_crash_does_not_make_it_survived() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    log = text_of("""
+Epoch 3:  45%|████▌     | 450/1000 [01:23<01:42,  5.38it/s, loss=0.123]
+Traceback (most recent call last):
+  File "/app/train.py", line 88, in <module>
+    main()
+ValueError: too many values to unpack (expected 2)
+Epoch 3:  45%|████▌     | 451/1000 [01:23<01:42,  5.38it/s, loss=0.122]
+""")
+    assert triage_text(log).primary == "traceback"
+
+
+def test_nan_that_persists_is_nan_inf_and_nan_beside_a_finite_loss_is_not() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    persisting = "\n".join(f"Epoch(train) [1][{i}/735]  loss: 2.{i}  grad_norm: nan" for i in range(240, 300, 10))
+    assert triage_text("Epoch(train) [1][230/735]  loss: 2.7  grad_norm: 2.5\n" + persisting).primary == "nan_inf"
+    running_average = "INFO Train: [0/300][4050/5004]  lr 0.000500  loss 3.2572 (3.3279)  grad_norm 1.0323 (nan)"
+    assert triage_text(running_average).primary == "healthy"

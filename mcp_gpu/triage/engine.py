@@ -333,7 +333,8 @@ def _frame_hint(frames: list[str]) -> tuple[Rule, str] | None:
 
 
 def _mark_survived(hits: list[_Hit], progress: ProgressFinder) -> None:
-    """A hit is survived when real progress follows it with no fatal sign in between."""
+    """A hit is survived when real progress follows it with no fatal sign in between (after the exception line of a
+    traceback, a progress bar needs a second line of progress: a crashing process flushes its bar once)."""
     fatal_at = sorted(h.index for h in hits if h.fatal)
     fi = 0
     for h in sorted(hits, key=lambda h: h.index):
@@ -341,6 +342,9 @@ def _mark_survived(hits: list[_Hit], progress: ProgressFinder) -> None:
             continue
         nxt = progress.finite_loss_after(h.index + 1) if h.cls == "nan_inf" and h.role != "trend" else \
             progress.after(h.index + 1)
+        if nxt is not None and (h.final or h.rule is LOG_ERROR) and progress.is_bar(nxt):
+            # a crashing process flushes its progress bar once after the traceback: that is not training going on
+            nxt = progress.after_next(nxt + 1)
         if nxt is None:
             continue
         while fi < len(fatal_at) and fatal_at[fi] <= h.index:

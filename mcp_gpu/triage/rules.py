@@ -630,7 +630,7 @@ _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
                "ram is", "ram full", "ram exhausted", "out of memory", "out of host memory"))
 _rule("nan.value", "nan_inf", "error", "a NaN value in the training output",
       # not on a line whose training loss is finite: there the NaN is some other metric
-      r"^(?!.*(?:^|[\s,{'\"\]])(?:train_)?loss['\"]?\s*[:=]\s*[-+]?\d).*?(?:^|[\s|,:=(\[{'\"])[-+]?(?:nan|NaN|NAN)"
+      r"^(?!.*(?:^|[\s,{'\"\]])(?:train_)?loss['\"]?\s*[:=]?\s*[-+]?\d).*?(?:^|[\s|,:=(\[{'\"])[-+]?(?:nan|NaN|NAN)"
       r"(?:$|[\s|,)\]}'\"%])", FIX_NAN, gotcha="train.P8", needles=("nan",))
 _rule("nan.words", "nan_inf", "error", "the loss or the inputs became NaN/inf",
       r"Invalid loss, terminating training|Input contains (?:NaN|infinity)|[Ll]oss (?:has )?(?:gone|went) (?:to )?NaN",

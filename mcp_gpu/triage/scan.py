@@ -10,7 +10,7 @@ healthy log) are never split out or looked at one by one.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from mcp_gpu.triage.needles import NeedleFinder
@@ -136,48 +136,68 @@ _NOT_PROGRESS = re.compile(r"^\s*File \"|wandb|\b(?:nan|inf|fail(?:ed|ure|s)?|er
 _NAN_VALUE = re.compile(r"[:=]\s*(?:tensor\()?['\"]?[-+]?(?:nan|inf)\b", re.IGNORECASE)
 
 
+_BAR = re.compile(r"\d%\||(?:it/s|s/it)\]|\[=+>?\.*\]")
+
+
+class _Cached:
+    """`search(pos)` → the first match at or after pos; asked at non-decreasing positions, each stretch of text is
+    searched at most once (the answer for pos stays valid for every later pos up to it)."""
+
+    def __init__(self, search: Callable[[int], int | None]) -> None:
+        self._search = search
+        self._from = -1
+        self._found: int | None = None
+
+    def __call__(self, pos: int) -> int | None:
+        if self._from >= 0 and pos >= self._from and (self._found is None or self._found >= pos):
+            return self._found
+        self._from = pos
+        self._found = self._search(pos)
+        return self._found
+
+
 class ProgressFinder:
-    """The next line of real progress after a position, each stretch of text searched at most once."""
+    """The next line of real progress (or of a finite training loss) after a position."""
 
     def __init__(self, text: str, hit_lines: set[int]) -> None:
         self.text = text
         self.hit_lines = hit_lines
-        self._from = -1
-        self._found: int | None = None
+        self.after = _Cached(self._progress)
+        # a second cursor for "and then more progress", asked at positions of its own
+        self.after_next = _Cached(self._progress)
+        self.finite_loss_after = _Cached(self._finite_loss)
 
-    def _search(self, pos: int) -> int | None:
-        text = self.text
+    def is_bar(self, start: int) -> bool:
+        """Whether the line starting at `start` is a progress bar (tqdm and the like)."""
+        end = self.text.find("\n", start)
+        return _BAR.search(self.text, start, len(self.text) if end < 0 else end) is not None
+
+    def _line(self, m: re.Match[str]) -> tuple[int, int]:
+        start = self.text.rfind("\n", 0, m.start()) + 1
+        end = self.text.find("\n", m.end())
+        return start, len(self.text) if end < 0 else end
+
+    def _progress(self, pos: int) -> int | None:
         while True:
-            m = _PROGRESS.search(text, pos)
+            m = _PROGRESS.search(self.text, pos)
             if m is None:
                 return None
-            start = text.rfind("\n", 0, m.start()) + 1
-            end = text.find("\n", m.end())
-            end = len(text) if end < 0 else end
-            line = text[start:end]
+            start, end = self._line(m)
+            if start < pos:  # the rest of a line that began before pos
+                pos = end + 1
+                continue
+            line = self.text[start:end]
             last = clean_segments(line)[-1] if line else ""
             if start not in self.hit_lines and (last.startswith("Exception ignored in") or not _NOT_PROGRESS.search(last)):
                 return start
             pos = end + 1
 
-    def finite_loss_after(self, pos: int) -> int | None:
-        """Start of the first line after `pos` with a finite loss and no NaN/inf in it (searched once per call)."""
-        text = self.text
+    def _finite_loss(self, pos: int) -> int | None:
         while True:
-            m = _FINITE_LOSS.search(text, pos)
+            m = _FINITE_LOSS.search(self.text, pos)
             if m is None:
                 return None
-            start = text.rfind("\n", 0, m.start()) + 1
-            end = text.find("\n", m.end())
-            end = len(text) if end < 0 else end
-            if not _NAN_VALUE.search(text, start, end):
+            start, end = self._line(m)
+            if start >= pos and not _NAN_VALUE.search(self.text, start, end):
                 return start
             pos = end + 1
-
-    def after(self, pos: int) -> int | None:
-        """Start of the first progress line beginning after `pos`, or None."""
-        if self._from >= 0 and pos >= self._from and (self._found is None or self._found > pos):
-            return self._found
-        self._from = pos
-        self._found = self._search(pos)
-        return self._found
