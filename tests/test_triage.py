@@ -695,3 +695,18 @@ def test_nan_that_persists_is_nan_inf_and_nan_beside_a_finite_loss_is_not() -> N
     assert triage_text("Epoch(train) [1][230/735]  loss: 2.7  grad_norm: 2.5\n" + persisting).primary == "nan_inf"
     running_average = "INFO Train: [0/300][4050/5004]  lr 0.000500  loss 3.2572 (3.3279)  grad_norm 1.0323 (nan)"
     assert triage_text(running_average).primary == "healthy"
+
+
+def test_across_restarts_the_first_failure_is_the_root_cause() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    log = text_of("""
+step 100 | loss 0.53
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB
+[WARNING] torchelastic: Worker group failed; restarting worker group, restart_count=1
+step 90 | loss 0.55
+step 100 | loss 0.53
+OSError: [Errno 98] Address already in use
+""")
+    report = triage_text(log)
+    assert report.primary == "cuda_oom"

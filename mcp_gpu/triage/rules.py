@@ -617,6 +617,11 @@ _rule("net.more", "network_stall", "error", "a network connection failed",
       r"StatusCode\.UNAVAILABLE|failed to connect to all addresses|DEADLINE_EXCEEDED|[Uu]nable to connect|"
       r"[Ff]ailed to connect|handshake (?:failed|timed out)|Could not connect to",
       FIX_NETWORK, gotcha="AD2")
+# A launcher restarting the workers: what failed before it was not survived, it caused the restart.
+_rule("cascade.restart", "traceback", "error", "the launcher restarted the workers after a failure",
+      r"[Rr]estarting (?:the )?(?:worker group|workers)|restart_count=[1-9]|[Rr]elaunching (?:the )?(?:job|workers|training)|"
+      r"[Aa]ttempting (?:to )?restart|restarts? (?:left|remaining)|[Ww]orker group failed",
+      FIX_TORCHRUN, role="cascade", fatal=True)
 _rule("cascade.mpi", "traceback", "error", "an MPI/Horovod launcher reports a failed process",
       r"mpirun detected that one or more processes exited|returned a non-zero exit code|"
       r"exit with status code [1-9]|exited on signal \d+", FIX_TORCHRUN, role="cascade", fatal=True)
