@@ -710,3 +710,9 @@ OSError: [Errno 98] Address already in use
 """)
     report = triage_text(log)
     assert report.primary == "cuda_oom"
+
+
+def test_a_value_at_the_very_end_of_the_log_is_seen() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    assert triage_text("step 1 | loss 2.0\nstep 2 | loss inf").primary == "nan_inf"

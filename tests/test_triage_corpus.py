@@ -92,3 +92,19 @@ def test_gotcha_signals_found_in_one_pass_are_those_a_search_per_signal_finds() 
         assert _signals(cat).hits(text) == naive
         found_any += bool(naive)
     assert found_any > 50
+
+
+def test_the_one_pass_scan_finds_exactly_the_lines_that_hold_a_needle() -> None:
+    from mcp_gpu.triage.scan import INDEX, needle_lines
+
+    needles = sorted(INDEX._needles._owners)  # every needle, structural ones included
+    for ex in load():
+        text = ex.text
+        found = {line.start for line in needle_lines(text)}
+        naive, pos = set(), 0
+        for raw in text.split("\n"):
+            low = raw.lower() + "\n"
+            if any(n in low for n in needles):
+                naive.add(pos)
+            pos += len(raw) + 1
+        assert found == naive, ex.name

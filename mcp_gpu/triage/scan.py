@@ -72,17 +72,17 @@ def needle_lines(text: str) -> Iterator[Line]:
     while base < n:
         stop = text.find("\n", min(n, base + BLOCK))
         stop = n if stop < 0 else stop
-        low = text[base:stop].lower()
-        pos, m_len = 0, len(low)
+        m_len = stop - base
+        low = text[base:stop].lower() + "\n"  # every line ends in a newline, the last one too (needles like "inf\n")
+        pos = 0
         while pos < m_len:
             m = first.search(low, pos)
-            if m is None:
+            if m is None or m.start() >= m_len:
                 break
             at = m.start()
             start = low.rfind("\n", 0, at) + 1
-            end = low.find("\n", m.end())
-            end = m_len if end < 0 else end
-            yield Line(base + start, base + end, INDEX.needles_in(low[start:end] + "\n"))
+            end = low.find("\n", at)
+            yield Line(base + start, base + end, INDEX.needles_in(low[start:end + 1]))
             pos = end + 1
         base = stop + 1
 
