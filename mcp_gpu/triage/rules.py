@@ -629,10 +629,12 @@ _rule("cascade.mpi", "traceback", "error", "an MPI/Horovod launcher reports a fa
 _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
       r"^(?:\[\d+\][+-]?\s+)?(?:\d+\s+)?Killed\b|(?:exit(?:ed)?|return)(?: with)? ?code[:= ]\s*(?:137|-9)\b|"
       r"returncode=-9\b|returned -9\b|The paging file is too small|WinError 1455|all available RAM|out of RAM\b|"
-      r"RAM (?:is )?(?:full|exhausted)|[Ss]ystem (?:ran|is running) out of memory|out of (?:host|system|CPU) memory",
+      r"RAM (?:is )?(?:full|exhausted)|[Ss]ystem (?:ran|is running) out of memory|out of (?:host|system|CPU) memory|"
+      r"tried to allocate more memory than is available|[Tt]he kernel appears to have died",
       FIX_HOST_OOM, gotcha="U9", fatal=True,
       needles=("killed", "137", "-9", "paging file is too small", "winerror 1455", "all available ram", "out of ram",
-               "ram is", "ram full", "ram exhausted", "out of memory", "out of host memory"))
+               "ram is", "ram full", "ram exhausted", "out of memory", "out of host memory",
+               "more memory than is available", "kernel appears to have died"))
 _rule("nan.value", "nan_inf", "error", "a NaN value in the training output",
       # not on a line whose training loss is finite: there the NaN is some other metric
       r"^(?!.*(?:^|[\s,{'\"\]])(?:train_)?loss['\"]?\s*[:=]?\s*[-+]?\d).*?(?:^|[\s|,:=(\[{'\"])[-+]?(?:nan|NaN|NAN)"
@@ -643,10 +645,11 @@ _rule("nan.words", "nan_inf", "error", "the loss or the inputs became NaN/inf",
 _rule("sched.node_fail", "preempted", "error", "the node failed or the job was requeued",
       r"DUE TO NODE FAIL|[Nn]ode failure|\bREQUEUE\b|[Pp]od .{0,60}(?:was )?deleted|NodeShutdown|[Tt]erminating pod|"
       r"going down for (?:poweroff|reboot|halt)|is being shut ?down|[Ss]hutting down (?:the )?(?:system|machine|host)|"
-      r"[Rr]ecover(?:ing|ed) (?:from )?(?:preemption|the job|cluster)",
+      r"[Rr]ecover(?:ing|ed) (?:from )?(?:preemption|the job|cluster)|[Ii]nstance (?:was |has been )?stopped|"
+      r"[Pp]od (?:was |has been )?(?:stopped|terminated)|machine (?:is|went) offline|[Rr]untime disconnected",
       FIX_PREEMPT, gotcha="SLURM2", fatal=True,
       needles=("due to node fail", "node failure", "requeue", "pod", "nodeshutdown", "terminating pod", "going down for",
-               "shut down", "shutdown", "shutting down", "recover"))
+               "shut down", "shutdown", "shutting down", "recover", "instance", "offline", "runtime disconnected"))
 _rule("signal.sigterm_words", "preempted", "error", "the job received SIGTERM",
       r"got SIGTERM|\bsignal 15\b|signal: terminated|[Cc]aught (?:signal )?15\b|(?:exit|"
       r"return)(?: with)? ?code[:= ]\s*(?:143|-15)\b|"
@@ -654,14 +657,17 @@ _rule("signal.sigterm_words", "preempted", "error", "the job received SIGTERM",
       needles=("got sigterm", "signal 15", "signal: terminated", "caught 15", "caught signal 15", "143", "-15"))
 _rule("cuda_oom.words", "cuda_oom", "error", "GPU memory ran out",
       r"cudaMalloc\w* (?:failed|error)|Unable to find a valid cuDNN algorithm|MPS backend out of memory|"
-      r"XPU out of memory|out of (?:GPU|VRAM|video) memory|Tried to allocate [\d.]+ ?[KMGT]i?B",
+      r"XPU out of memory|out of (?:GPU|VRAM|video) memory|Tried to allocate [\d.]+ ?[KMGT]i?B|ResourceExhaustedError|"
+      r"cuMemAlloc\w* failed",
       FIX_CUDA_OOM, gotcha="U10", needles=("cudamalloc", "unable to find a valid cudnn algorithm",
                                            "mps backend out of memory", "xpu out of memory", "out of gpu memory",
-                                           "out of vram", "out of video memory", "tried to allocate"))
+                                           "out of vram", "out of video memory", "tried to allocate",
+                                           "resourceexhaustederror", "cumemalloc"))
 _rule("disk.words", "disk_full", "critical", "the disk or volume is full",
       r"[Ee]rrno[ =]28\b|(?:[Vv]olume|[Ss]torage|[Dd]rive|[Pp]artition|[Ff]ilesystem|[Ff]ile system) (?:is )?full\b|"
-      r"[Ss]torage quota|[Dd]isk quota|exceeded (?:your |the )?(?:storage|disk) quota",
-      FIX_DISK, gotcha="U6", needles=("errno 28", "errno=28", "full", "storage quota", "disk quota", "quota"))
+      r"[Ss]torage quota|[Dd]isk quota|exceeded (?:your |the )?(?:storage|disk) quota|No usable temporary directory",
+      FIX_DISK, gotcha="U6", needles=("errno 28", "errno=28", "full", "storage quota", "disk quota", "quota",
+                                      "no usable temporary directory"))
 _rule("inodes.words", "inode_exhausted", "critical", "the filesystem is out of inodes",
       r"[Ii]nodes? (?:usage|use|used).{0,20}(?:100|9\d)%|IUse%? ?=? ?100%|\b0 (?:free )?inodes|free inodes:? 0\b",
       FIX_INODES, gotcha="U7", needles=("inode", "iuse"))
