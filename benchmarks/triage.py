@@ -13,6 +13,7 @@ Results go to docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import random
 import sys
@@ -122,11 +123,14 @@ def main() -> int:
         look_rows.append((chars, best, nbest))
 
     py = platform.python_version()
+    load = os.getloadavg()[0]
+    cpus = os.cpu_count() or 1
     lines = [
         "## Log triage and gotcha_lookup (issue 12)",
         "",
-        f"Python {py}, this machine's CPUs shared with other work while it ran; best of {args.reps} runs. The naive",
-        "way runs in the same process on the same text.",
+        f"Python {py}, {cpus} CPUs shared with other work while it ran (load average {load:.1f} at the end, so absolute",
+        f"times are inflated by about {max(1.0, load / cpus):.1f}×); best of {args.reps} runs. The naive way runs in the same",
+        "process on the same text, so the ratios hold.",
         "",
         "`triage_text` on synthetic training logs (tqdm bars, HF dict lines, warnings, NCCL INFO chatter, a CUDA OOM",
         "traceback at the end):",
