@@ -716,3 +716,15 @@ def test_a_value_at_the_very_end_of_the_log_is_seen() -> None:
     from mcp_gpu.triage.engine import triage_text
 
     assert triage_text("step 1 | loss 2.0\nstep 2 | loss inf").primary == "nan_inf"
+
+
+@pytest.mark.parametrize("prefix", ["[1,0]<stderr>:", "worker-1: ", "10.0.0.2: ", "[rank1]:", "3: "])
+def test_tracebacks_behind_launcher_prefixes_are_walked_to_their_exception_line(prefix: str) -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    log = "\n".join(prefix + line for line in [
+        "Traceback (most recent call last):", '  File "train.py", line 9, in <module>', "    loss.backward()",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"])
+    report = triage_text(log)
+    assert report.primary == "cuda_oom"
+    assert report.findings[0].evidence[0].startswith("torch.OutOfMemoryError")

@@ -17,8 +17,11 @@ from mcp_gpu.triage.needles import NeedleFinder
 from mcp_gpu.triage.rules import RULES, Rule
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+# What launchers put before each line: torchrun's [rank0]:, srun's "0: ", Ray's (Worker pid=1), NCCL's
+# host:pid:tid [dev], Open MPI's [1,0]<stderr>:, and pdsh/DeepSpeed's "worker-1: " host names.
 PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s?|\d{1,4}: (?=\S)|\(\w+ pid=\d+[^)]*\)\s|"
-                    r"\S+:\d+:\d+ \[\d+\] )")
+                    r"\S+:\d+:\d+ \[\d+\] |\[\d+,\d+\]<std(?:out|err)>:|"
+                    r"(?:[a-z][\w-]*?\d+|\d{1,3}(?:\.\d{1,3}){3}): )")
 TB_HEADER = "traceback (most recent call last)"
 _TB_HEADER_RE = re.compile(r"(?:^|\s)(?:Original )?Traceback \(most recent call last\):?")
 # structural needles: the exception line of a crash without its traceback header, and torchrun's exit codes
