@@ -728,3 +728,12 @@ def test_tracebacks_behind_launcher_prefixes_are_walked_to_their_exception_line(
     report = triage_text(log)
     assert report.primary == "cuda_oom"
     assert report.findings[0].evidence[0].startswith("torch.OutOfMemoryError")
+
+
+def test_a_log_of_one_endless_progress_bar_line_is_read_redraw_by_redraw() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    bar = "".join(f"\r{i % 100}%|████▌     | {i}/100000 [01:23<01:42,  5.38it/s, loss=0.{i % 97}]" for i in range(2000))
+    assert triage_text(bar).primary == "healthy"
+    assert triage_text(bar + "\rRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB").primary == "cuda_oom"
+    assert triage_text("run.sh: line 3: set: -\r: invalid option").primary == "import_or_config_error"

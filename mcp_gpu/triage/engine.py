@@ -503,6 +503,18 @@ def _root_before_fatal(survived: list[_Hit], live: list[_Hit]) -> list[_Hit]:
             _CASCADE_CLASSES and SEVERITY_RANK[h.severity] >= SEVERITY_RANK["error"] and 0 <= first - h.index <= ROOT_WINDOW]
 
 
+_BARE_CR = re.compile(r"\r(?![:'\"\n])")
+
+
+def _one_line_per_event(text: str) -> str:
+    """CRLF becomes LF, and a bare carriage return (a progress bar redrawing itself) a line break, so that a log
+    of one endless tqdm line is scanned line by line. A CR before ':' or a quote is bash echoing a CRLF script: kept,
+    so the CRLF rule still sees it."""
+    if "\r" not in text:
+        return text
+    return _BARE_CR.sub("\n", text.replace("\r\n", "\n"))
+
+
 def _join(lines: list[str]) -> str:
     return "\n".join(lines)
 
@@ -531,6 +543,7 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
                  seen: set[str] | None = None, complete: bool = False) -> TriageResult:
     seen = seen or set()
     crashed = _signal_name(exit_code, exit_signal) is not None
+    text = _one_line_per_event(text)
     scan = _Scan(text, crashed, complete)
     hits = scan.hits
     _mark_survived(hits, ProgressFinder(text, scan.hit_lines))
