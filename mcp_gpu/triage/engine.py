@@ -223,7 +223,8 @@ class _Scan:
             return
         for seg in segments:
             if seg.strip():
-                self._judge(start, seg, final=False, found=found if seg == raw else None)
+                # a launcher prefix only removes text, so the line's needles still cover the segment
+                self._judge(start, seg, final=False, found=found if len(segments) == 1 and "\r" not in raw else None)
 
     def _walk_df(self, pos: int, *, inodes: bool) -> None:
         """The rows of a pasted `df` table: a real filesystem at 98 % or more is full (of bytes, or of inodes)."""
