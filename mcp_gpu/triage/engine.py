@@ -418,7 +418,7 @@ def _resolve_sigterm(hits: list[_Hit], worker_exits: list[str]) -> None:
         for h in hits
     )
     # torchrun's report names each worker's exit code: one that failed on its own explains the SIGTERMs of the rest.
-    explained = explained or any(code not in ("0", "-15", "15", "143", "-1", "1") for code in worker_exits)
+    explained = explained or any(code not in ("0", "-15", "15", "143") for code in worker_exits)
     for h in hits:
         if h.role == "sigterm":
             h.role = "cascade" if explained else "cause"
