@@ -641,6 +641,11 @@ frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chro
      "checkpoint_corrupt"),
     ("safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge", "checkpoint_corrupt"),
     ("_pickle.UnpicklingError: pickle data was truncated", "checkpoint_corrupt"),
+    ("tensorflow.python.framework.errors_impl.InternalError: Failed copying input tensor from CPU:0 to GPU:0 in order "
+     "to run _EagerConst: Dst tensor is not initialized.", "cuda_oom"),
+    ("Process finished with exit code -1073741819 (0xC0000005)", "traceback"),
+    ("torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL", "host_oom_killed"),
+    ("BrokenPipeError: [Errno 32] Broken pipe", "traceback"),
 ])
 def test_kinds_worded_by_other_frameworks_clouds_and_launchers(line: str, cls: str) -> None:
     from mcp_gpu.triage.engine import triage_text

@@ -534,7 +534,7 @@ _rule("ssh.hostkey", "ssh_disconnect", "error", "the SSH host key is unknown or 
 _rule("ssh.drop", "ssh_disconnect", "warn", "the SSH session dropped",
       r"client_loop: send disconnect|packet_write_wait|Connection to \S+ closed by remote host|ssh: connect to host|"
       r"kex_exchange_identification|ssh_exchange_identification|Read from remote host|Timeout, server \S+ not responding|"
-      r"[Bb]roken pipe|Connection closed by (?:remote host|\d)|ssh.*(?:[Cc]onnection (?:reset|refused|timed out|closed))|"
+      r"Connection closed by (?:remote host|\d)|ssh.*(?:[Cc]onnection (?:reset|refused|timed out|closed))|"
       r"remote side unexpectedly closed|[Ss]ession (?:closed|terminated|ended|disconnected)|[Dd]isconnected from|"
       r"client_loop|Write failed: Broken pipe|Corrupted MAC|[Cc]onnection (?:to .* )?lost|[Ll]ost connection",
       FIX_SSH, gotcha="U1",
@@ -658,11 +658,12 @@ _rule("signal.sigterm_words", "preempted", "error", "the job received SIGTERM",
 _rule("cuda_oom.words", "cuda_oom", "error", "GPU memory ran out",
       r"cudaMalloc\w* (?:failed|error)|Unable to find a valid cuDNN algorithm|MPS backend out of memory|"
       r"XPU out of memory|out of (?:GPU|VRAM|video) memory|Tried to allocate [\d.]+ ?[KMGT]i?B|ResourceExhaustedError|"
+      r"Dst tensor is not initialized|"
       r"cuMemAlloc\w* failed",
       FIX_CUDA_OOM, gotcha="U10", needles=("cudamalloc", "unable to find a valid cudnn algorithm",
                                            "mps backend out of memory", "xpu out of memory", "out of gpu memory",
                                            "out of vram", "out of video memory", "tried to allocate",
-                                           "resourceexhaustederror", "cumemalloc"))
+                                           "resourceexhaustederror", "cumemalloc", "dst tensor is not initialized"))
 _rule("disk.words", "disk_full", "critical", "the disk or volume is full",
       r"[Ee]rrno[ =]28\b|(?:[Vv]olume|[Ss]torage|[Dd]rive|[Pp]artition|[Ff]ilesystem|[Ff]ile system) (?:is )?full\b|"
       r"[Ss]torage quota|[Dd]isk quota|exceeded (?:your |the )?(?:storage|disk) quota|No usable temporary directory",
@@ -677,12 +678,14 @@ _rule("crash.native", "traceback", "error", "the process crashed natively (segfa
       r"Segmentation fault|core dumped|Fatal Python error|^Bus error\b|\bSIGSEGV\b|\bSIGABRT\b|signal 11\b|"
       r"signal 6\b|^Aborted\b|\*\*\* Error in|double free|free\(\): invalid|malloc\(\): |stack smashing|"
       r"Illegal instruction|Floating point exception|\bsegfault\b|exit code -11\b|exitcode\s*:\s*-(?:11|6|7|4|8)\b|"
-      r"exited on signal (?:11|6|7|4|8)\b",
+      r"exited on signal (?:11|6|7|4|8)\b|terminate called without an active exception|0xC0000005|-1073741819|"
+      r"0xC00000FD|-1073741571|[Aa]ccess violation",
       FIX_SEGV, fatal=True,
       needles=("segmentation fault", "core dumped", "fatal python error", "bus error", "sigsegv", "sigabrt",
                "signal 11", "signal 6", "aborted", "*** error in", "double free", "free(): invalid", "malloc(): ",
                "stack smashing", "illegal instruction", "floating point exception", "segfault", "exit code -11",
-               "exitcode", "exited on signal"))
+               "exitcode", "exited on signal", "terminate called without an active exception", "0xc0000005",
+               "-1073741819", "0xc00000fd", "-1073741571", "access violation"))
 _rule("cascade.torchrun", "traceback", "error", "a worker or launcher failed",
       r"ChildFailedError|SignalException|failed \(exitcode: -?\d+\) local_rank|terminate called after throwing|"
       r"exitcode\s*:\s*-?[1-9]\d*|process terminated with signal|terminated with (?:exit code|signal)|"
