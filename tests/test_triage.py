@@ -742,3 +742,20 @@ def test_a_log_of_one_endless_progress_bar_line_is_read_redraw_by_redraw() -> No
     assert triage_text(bar).primary == "healthy"
     assert triage_text(bar + "\rRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB").primary == "cuda_oom"
     assert triage_text("run.sh: line 3: set: -\r: invalid option").primary == "import_or_config_error"
+
+
+def test_progress_flushed_from_a_buffered_stdout_after_an_uncaught_traceback_is_not_survival() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    log = text_of("""
+step 100 | loss 0.53
+Traceback (most recent call last):
+  File "/app/train.py", line 88, in <module>
+    main()
+KeyError: 'labels'
+step 101 | loss 0.52
+step 102 | loss 0.52
+""")
+    report = triage_text(log)
+    assert report.primary == "traceback"
+    assert report.findings[0].evidence == ["KeyError: 'labels'"]

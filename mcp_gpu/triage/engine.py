@@ -74,6 +74,8 @@ _DF_ROW = re.compile(r"^\s*(\S+)\s+(?:\S+\s+){2,3}(\d{1,3})%\s+(/\S*)\s*$")
 _BACKGROUND_FRAME = re.compile(r"multiprocessing[/\\]queues\.py\S*, line \d+, in _feed\b")
 _LOG_ERROR = re.compile(r"^\s*(?:\[?(?:ERROR|FATAL|CRITICAL|Error|Fatal)\]?[:\s]|[EF]\d{4} \d\d:\d\d:\d\d|"
                         r".*?(?:\s|\[|\|)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s|\|))")
+_ANNOUNCES = re.compile(r"\b(?:ERROR|WARN(?:ING)?|CRITICAL|[Ee]rror|[Ww]arning|[Ee]xception|[Cc]aught|[Ii]gnor\w*|"
+                        r"[Rr]etry\w*|[Ss]kipp\w*|[Ff]ailed)\b|^\s*[EWF]\d{4} |:\s*$")
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?::\s|:?$)")
 _WORKER_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -125,6 +127,7 @@ class _Hit:
     role: Role
     final: bool = False  # the final exception line of a traceback
     survived: bool = False  # training went on after it
+    uncaught: bool = False  # ended a traceback nothing announced as caught: the process died there
 
     @property
     def cls(self) -> str:
@@ -132,7 +135,7 @@ class _Hit:
 
     @property
     def fatal(self) -> bool:
-        return self.rule.fatal
+        return self.rule.fatal or self.uncaught
 
 
 @dataclass
@@ -197,6 +200,21 @@ class _Scan:
         prev_start = self.text.rfind("\n", 0, prev_end) + 1
         return self.text.startswith("Exception ignored in", prev_start) or \
             "Exception ignored in" in self.text[prev_start:prev_end][:40]
+
+    def _announced_before(self, header: int) -> bool:
+        """Whether the line before a traceback header is a log record or a message introducing it (how a caught
+        and logged exception is printed: `logger.exception`, "Exception in thread", "Retrying after error:"). An
+        uncaught exception's traceback follows whatever the program printed last, often a progress line; progress
+        printed after it is then the rest of a buffered stdout, flushed at exit, not training going on."""
+        prev_end = header - 1
+        while prev_end > 0:
+            prev_start = self.text.rfind("\n", 0, prev_end) + 1
+            prev = self.text[prev_start:prev_end]
+            if prev.strip():
+                segs = clean_segments(prev)
+                return _ANNOUNCES.search(segs[-1] if segs else prev) is not None
+            prev_end = prev_start - 1
+        return False
 
     def _physical(self, start: int) -> tuple[str, int]:
         end = self.text.find("\n", start)
@@ -279,9 +297,10 @@ class _Scan:
             self._skip_to = end + 1
             before = len(self.hits)
             self._judge(pos, line, final=True, found=None)
-            if ignored:
-                for h in self.hits[before:]:
-                    h.survived = True
+            caught = ignored or self._announced_before(header)
+            for h in self.hits[before:]:
+                h.survived = h.survived or ignored
+                h.uncaught = not caught
             return
         self._skip_to = pos
 
