@@ -47,14 +47,19 @@ def test_every_corpus_file_parses_and_names_a_class() -> None:
     assert all(e.source.startswith("http") for e in excerpts), [e.name for e in excerpts if not e.source.startswith("http")]
 
 
-# Not reached yet (see docs/triage.md): the figures still print; remove the mark once held-out reaches 95 %.
-@pytest.mark.xfail(reason="held-out accuracy is below the 95 % the issue asks for", strict=False)
-def test_held_out_accuracy_and_no_false_alarm(scores: dict[str, Score], summary: _Summary) -> None:
+def test_no_false_alarm_on_a_held_out_healthy_log(scores: dict[str, Score], summary: _Summary) -> None:
     dev, held = scores["development"], scores["held-out"]
     summary.lines += [dev.line(), held.line()]
     summary.lines += [f"  dev wrong: {o.excerpt.name} → {o.predicted}" for o in dev.outcomes if not o.correct]
-    assert held.n, "no held-out excerpt"
+    assert held.healthy, "no held-out healthy excerpt"
     assert not held.false_alarms, f"{len(held.false_alarms)} healthy held-out logs raised an alarm"
+
+
+# Not reached yet (docs/triage.md has the figure): it still runs and prints; remove the mark once it passes.
+@pytest.mark.xfail(reason="held-out accuracy is below the 95 % the issue asks for", strict=False)
+def test_held_out_primary_class_accuracy_reaches_95_percent(scores: dict[str, Score]) -> None:
+    held = scores["held-out"]
+    assert held.n, "no held-out excerpt"
     assert held.accuracy >= THRESHOLD, f"held-out accuracy {100 * held.accuracy:.1f} % < {100 * THRESHOLD:.0f} %"
 
 

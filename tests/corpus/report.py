@@ -66,8 +66,9 @@ def render() -> str:
         f"{len(held.missed)}/{held.n - held.healthy}.",
         f"- Development: {dev.correct}/{dev.n} ({100 * dev.accuracy:.1f} %), false alarms {len(dev.false_alarms)}/"
         f"{dev.healthy}, failures called healthy {len(dev.missed)}/{dev.n - dev.healthy}.",
-        f"- The test (`tests/test_triage_corpus.py`) asks for {100 * THRESHOLD:.0f} % held-out and no held-out false "
-        f"alarm: {'reached' if reached else '**not reached**'}.",
+        f"- The tests (`tests/test_triage_corpus.py`) ask for no false alarm on a held-out healthy log "
+        f"({'met' if not held.false_alarms else '**not met**'}) and {100 * THRESHOLD:.0f} % held-out accuracy "
+        f"({'reached' if reached else '**not reached**: that test is marked xfail until it is'}).",
         f"- The engine's `time_limit` and `cancelled` (refinements of the fixed set) are scored as "
         f"{', '.join(sorted(set(REFINES.values())))}, the class the corpus uses for them.",
         "",
