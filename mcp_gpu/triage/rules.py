@@ -693,7 +693,8 @@ _rule("cascade.torchrun", "traceback", "error", "a worker or launcher failed",
       r"non-zero exit (?:status|code)|[Ee]xit (?:status|code):? ?[1-9]\d*\b|[Ee]xit(?:ed)? abnormally|"
       r"CalledProcessError|WorkerGroupFailureException|RayTaskError|RayActorError|ActorDiedError|"
       r"[Ww]orker (?:\S+ )?(?:died|crashed)|killed by signal|[Pp]rocess \d+ (?:died|exited|terminated)|"
-      r"Trial .* errored|with return code [1-9]|[Rr]eturn code:? ?-?[1-9]|died with <Signals|[Kk]illed by signal|"
+      r"Trial .* errored|with return code [1-9]|[Rr]eturn code(?::| =)? ?-?[1-9]|died with <Signals|[Kk]illed by signal|"
+      r"Killing subprocess|"
       r"[Tt]erminating (?:process|workers)|[Ss]hutting down workers|Error occurred when executing|"
       r"[Jj]ob (?:\S+ )?(?:failed|FAILED)|[Tt]raining (?:failed|crashed|aborted)",
       FIX_TORCHRUN, role="cascade", fatal=True,
@@ -701,7 +702,7 @@ _rule("cascade.torchrun", "traceback", "error", "a worker or launcher failed",
                "process terminated with signal", "terminated with", "exited with", "returned non-zero exit status",
                "non-zero exit", "exit status", "exit code", "abnormally", "calledprocesserror",
                "workergroupfailureexception", "raytaskerror", "rayactorerror", "actordiederror", "died", "crashed",
-               "killed by signal", "exited", "terminated", "errored", "return code", "terminating",
+               "killed by signal", "exited", "terminated", "errored", "return code", "terminating", "killing subprocess",
                "shutting down workers", "error occurred when executing", "failed", "aborted"))
 
 RULES: tuple[Rule, ...] = tuple(_R)
