@@ -40,6 +40,7 @@ from mcp_gpu.triage.rules import (
     GENERIC_TRACEBACK,
     LOG_ERROR,
     RULES,
+    SCALE_COLLAPSE,
     SIGNALS,
     TRUNCATED_TRACEBACK,
     Role,
@@ -501,6 +502,10 @@ def _pick_primary(groups: list[_Group]) -> _Group | None:
 
 def _evidence(g: _Group) -> list[str]:
     pool = [h for h in g.hits if h.role == g.best.role] if not g.cascade else g.hits
+    if g.best.rule is SCALE_COLLAPSE:  # a trend: where it started and where it ended up
+        ordered = sorted(pool, key=lambda h: h.index)
+        return [_trim(h.line) for h in (ordered[:1] + ordered[-(EVIDENCE_LINES - 1):] if len(ordered) >= EVIDENCE_LINES
+                                        else ordered)]
     ordered = [g.best, *sorted((h for h in pool if h is not g.best), key=lambda h: h.index)]
     out: list[str] = []
     for h in ordered:
@@ -579,7 +584,7 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
     survived = [h for h in hits if h.survived and h.role != "trend"]
     if trend and _overflow_collapse(scan.overflow):
         for h in trend:
-            h.role, h.severity = "cause", "error"
+            h.rule, h.role, h.severity = SCALE_COLLAPSE, "cause", "error"
         live += trend
     elif trend and any(not h.survived for h in trend) and any(h.fatal or h.final for h in live):
         for h in trend:  # a run that died while overflowing: the overflow is the likeliest cause named

@@ -713,6 +713,11 @@ GENERIC_TRACEBACK = Rule("traceback.generic", "traceback", "error", "the run cra
                          _re(r"$^"), FIX_TRACEBACK)
 
 
+# The fp16 overflow lines once their series shows the loss scale collapsing (engine._overflow_collapse).
+SCALE_COLLAPSE = Rule("nan.scale_collapse", "nan_inf", "error",
+                      "the fp16 loss scale keeps shrinking toward zero: the gradients overflow step after step",
+                      _re(r"$^"), FIX_FP16_SCALE, "train.P10")
+
 # A line logged at error level (`ERROR`, `FATAL`, glog's `E0123 12:00:00`) that no rule explains: an unclassified
 # fatal sign when it ends the log, judged like a bare exception line.
 LOG_ERROR = Rule("traceback.log_error", "traceback", "error", "the log ends with an error no rule explains",
