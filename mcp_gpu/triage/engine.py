@@ -445,6 +445,8 @@ def _resolve_sigterm(hits: list[_Hit], worker_exits: list[str]) -> None:
 
 
 def _confidence(best: _Hit, cascade: bool) -> float:
+    """How sure: a named rule on the line that ended the run is surest; a warning-level line, an unclassified
+    exception, a launcher's report or an error-level line no rule knows, less and less."""
     if best.rule is GENERIC_TRACEBACK:
         return 0.6
     if best.rule is LOG_ERROR:
@@ -454,6 +456,8 @@ def _confidence(best: _Hit, cascade: bool) -> float:
     conf = best.rule.confidence
     if best.final or best.fatal:
         conf += 0.1
+    if best.severity == "warn":
+        conf -= 0.25
     return conf
 
 
