@@ -536,11 +536,13 @@ _rule("ssh.drop", "ssh_disconnect", "warn", "the SSH session dropped",
       r"kex_exchange_identification|ssh_exchange_identification|Read from remote host|Timeout, server \S+ not responding|"
       r"Connection closed by (?:remote host|\d)|ssh.*(?:[Cc]onnection (?:reset|refused|timed out|closed))|"
       r"remote side unexpectedly closed|[Ss]ession (?:closed|terminated|ended|disconnected)|[Dd]isconnected from|"
-      r"client_loop|Write failed: Broken pipe|Corrupted MAC|[Cc]onnection (?:to .* )?lost|[Ll]ost connection",
+      r"client_loop|Write failed: Broken pipe|Corrupted MAC|[Cc]onnection (?:to .* )?lost|[Ll]ost connection|"
+      r"during banner exchange",
       FIX_SSH, gotcha="U1",
       needles=("client_loop", "packet_write_wait", "closed by remote host", "ssh", "kex_exchange_identification",
                "read from remote host", "timeout, server", "broken pipe", "connection closed by", "remote side",
-               "session", "disconnected from", "corrupted mac", "lost connection", "connection"))
+               "session", "disconnected from", "corrupted mac", "lost connection", "connection",
+               "during banner exchange"))
 _rule("net.wandb_init", "network_stall", "warn", "W&B could not start its run (network)",
       r"Run initialization has timed out|wandb: ERROR .*(?:timed out|[Tt]imeout)", FIX_WANDB, gotcha="AD1",
       needles=("run initialization has timed out", "wandb: error"))
@@ -609,9 +611,12 @@ _rule("config.more", "import_or_config_error", "error", "the environment or a pa
                                          "does not recognize this architecture", "permission denied"))
 _rule("ssh.more", "ssh_disconnect", "warn", "the SSH session dropped",
       r"port 22\b.*(?:closed|reset|timed out|refused)|Software caused connection abort|"
-      r"Connection closed by \S+ port \d+|[Ss]erver unexpectedly closed network connection",
+      r"Connection closed by \S+ port \d+|[Ss]erver unexpectedly closed network connection|Received disconnect from|"
+      r"Permission denied \(publickey|Could not establish connection to|Connection timed out during banner exchange",
       FIX_SSH, gotcha="U1", needles=("port 22", "software caused connection abort", "connection closed by",
-                                     "server unexpectedly closed network connection"))
+                                     "server unexpectedly closed network connection", "received disconnect from",
+                                     "permission denied (publickey", "could not establish connection to",
+                                     "banner exchange"))
 _rule("net.more", "network_stall", "error", "a network connection failed",
       r"ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ECONNREFUSED|socket hang up|forcibly closed|peer closed connection|"
       r"StatusCode\.UNAVAILABLE|failed to connect to all addresses|DEADLINE_EXCEEDED|[Uu]nable to connect|"
