@@ -759,3 +759,16 @@ step 102 | loss 0.52
     report = triage_text(log)
     assert report.primary == "traceback"
     assert report.findings[0].evidence == ["KeyError: 'labels'"]
+
+
+def test_no_space_left_while_the_pasted_df_shows_room_is_inode_exhaustion() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    log = text_of("""
+OSError: [Errno 28] No space left on device: '/data/cache/shard-00017.arrow'
+$ df -h
+Filesystem      Size  Used Avail Use% Mounted on
+/dev/sda1       1.8T  900G  900G  50% /data
+tmpfs           7.9G     0  7.9G   0% /dev/shm
+""")
+    assert triage_text(log).primary == "inode_exhausted"

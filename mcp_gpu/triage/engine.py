@@ -67,6 +67,7 @@ DISK_OUT_BYTES = 256 * 1024**2
 INODES_LOW = 10_000
 TRACEBACK_WALK = 400  # lines a traceback may span before its final exception line
 ROOT_WINDOW = 8_000  # characters before a fatal sign in which a survived-looking cause still explains it
+DF_ROOM_PERCENT = 90  # every real filesystem in a pasted df below this: bytes were not what ran out
 OVERFLOW_PINNED = 3  # overflow lines at a loss scale <= 1 that make a collapse
 
 _DF_HEADER = re.compile(r"^\s*Filesystem\s.*?\b(I?Use%)\s+Mounted on\s*$")
@@ -187,6 +188,7 @@ class _Scan:
         self.worker_exits: list[str] = []
         self.overflow: list[tuple[int, float | None]] = []
         self.hit_lines: set[int] = set()
+        self.df_bytes_max: int | None = None  # fullest real filesystem in a pasted `df` (bytes) table
         self._skip_to = 0
         for line in needle_lines(text):
             if line.start < self._skip_to:
@@ -255,7 +257,10 @@ class _Scan:
             if row is None:
                 break
             device, percent, mount = row.groups()
-            if int(percent) >= DF_FULL_PERCENT and not device.startswith("/dev/loop") and not mount.startswith("/snap"):
+            real = not device.startswith("/dev/loop") and not mount.startswith("/snap")
+            if real and not inodes:
+                self.df_bytes_max = max(self.df_bytes_max or 0, int(percent))
+            if int(percent) >= DF_FULL_PERCENT and real:
                 self.hits.append(_Hit(DF_INODES if inodes else DF_DISK, pos, raw.strip(), "critical", "cause"))
                 self.hit_lines.add(pos)
             pos = end + 1
@@ -578,7 +583,9 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
     _mark_survived(hits, ProgressFinder(text, scan.hit_lines))
     hits += _fact_hits(len(text), exit_code, exit_signal, oom_kill_delta, scheduler_state, disk_free_bytes,
                        inodes_free)
-    if _inodes_explain_enospc(disk_free_bytes, inodes_free):
+    # "No space left on device" while the pasted `df` shows room everywhere: the inodes ran out (df -i tells)
+    df_has_room = scan.df_bytes_max is not None and scan.df_bytes_max < DF_ROOM_PERCENT
+    if _inodes_explain_enospc(disk_free_bytes, inodes_free) or df_has_room:
         for h in hits:
             if h.rule.id == "disk.enospc":
                 h.rule = SIGNALS["enospc_inodes"]
