@@ -772,3 +772,17 @@ Filesystem      Size  Used Avail Use% Mounted on
 tmpfs           7.9G     0  7.9G   0% /dev/shm
 """)
     assert triage_text(log).primary == "inode_exhausted"
+
+
+def test_an_assertion_guarding_finiteness_is_nan_inf() -> None:
+    from mcp_gpu.triage.engine import triage_text
+
+    log = text_of("""
+Traceback (most recent call last):
+  File "/app/train.py", line 120, in train_step
+    assert not torch.isnan(loss).any(), "loss is nan"
+AssertionError
+""")
+    report = triage_text(log)
+    assert report.primary == "nan_inf"
+    assert "isnan" in report.findings[0].evidence[0]

@@ -39,6 +39,7 @@ from mcp_gpu.triage.rules import (
     FRAME_HINTS,
     GENERIC_TRACEBACK,
     LOG_ERROR,
+    NAN_ASSERT,
     RULES,
     SCALE_COLLAPSE,
     SIGNALS,
@@ -79,6 +80,7 @@ _LOG_ERROR = re.compile(r"^\s*(?:\[?(?:ERROR|FATAL|CRITICAL|Error|Fatal)\]?[:\s]
                         r".*?(?:\s|\[|\|)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s|\|))")
 _ANNOUNCES = re.compile(r"\b(?:ERROR|WARN(?:ING)?|CRITICAL|[Ee]rror|[Ww]arning|[Ee]xception|[Cc]aught|[Ii]gnor\w*|"
                         r"[Rr]etry\w*|[Ss]kipp\w*|[Ff]ailed)\b|^\s*[EWF]\d{4} |:\s*$")
+_FINITE_CHECK = re.compile(r"isnan|isinf|isfinite|\bnan\b|\binf\b", re.IGNORECASE)
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?::\s|:?$)")
 _WORKER_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -304,6 +306,10 @@ class _Scan:
             self._skip_to = end + 1
             before = len(self.hits)
             self._judge(pos, line, final=True, found=None)
+            if (len(self.hits) > before and self.hits[-1].rule is GENERIC_TRACEBACK and line.startswith("AssertionError")
+                    and last_frame and _FINITE_CHECK.search(last_frame)):
+                # an assertion guarding finiteness (`assert not torch.isnan(loss)`): the values went NaN/inf
+                self.hits[-1] = _Hit(NAN_ASSERT, pos, f"{line.strip()} at: {last_frame}", "error", "cause", final=True)
             caught = ignored or self._announced_before(header)
             for h in self.hits[before:]:
                 h.survived = h.survived or ignored

@@ -718,6 +718,10 @@ GENERIC_TRACEBACK = Rule("traceback.generic", "traceback", "error", "the run cra
                          _re(r"$^"), FIX_TRACEBACK)
 
 
+# An AssertionError whose source line checks finiteness (`assert not torch.isnan(loss)`).
+NAN_ASSERT = Rule("nan.assert", "nan_inf", "error", "an assertion that the values are finite failed", _re(r"$^"), FIX_NAN,
+                  "train.P8")
+
 # The fp16 overflow lines once their series shows the loss scale collapsing (engine._overflow_collapse).
 SCALE_COLLAPSE = Rule("nan.scale_collapse", "nan_inf", "error",
                       "the fp16 loss scale keeps shrinking toward zero: the gradients overflow step after step",
