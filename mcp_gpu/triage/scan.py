@@ -85,7 +85,9 @@ def needle_lines(text: str) -> Iterator[Line]:
             at = m.start()
             start = low.rfind("\n", 0, at) + 1
             end = low.find("\n", at)
-            yield Line(base + start, base + end, INDEX.needles_in(low[start:end + 1]))
+            found = INDEX.needles_in(low[start:end + 1])
+            if found:  # the piece found may belong to no whole needle on this line
+                yield Line(base + start, base + end, found)
             pos = end + 1
         base = stop + 1
 
