@@ -646,6 +646,9 @@ frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chro
     ("Process finished with exit code -1073741819 (0xC0000005)", "traceback"),
     ("torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL", "host_oom_killed"),
     ("BrokenPipeError: [Errno 32] Broken pipe", "traceback"),
+    ("/opt/conda/lib/python3.10/site-packages/torch/cuda/__init__.py:173: UserWarning: NVIDIA H100 80GB HBM3 with CUDA "
+     "capability sm_90 is not compatible with the current PyTorch installation.", "import_or_config_error"),
+    ("train.py:196: FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated.", "healthy"),
 ])
 def test_kinds_worded_by_other_frameworks_clouds_and_launchers(line: str, cls: str) -> None:
     from mcp_gpu.triage.engine import triage_text

@@ -159,7 +159,8 @@ _rule("ignore.torchrun_sigterm_workers", "traceback", "info", "torchrun stopping
 _rule("ignore.elastic_hint", "traceback", "info", "torchrun hint", r"To enable traceback see: https://pytorch\.org", "",
       role="ignore")
 _rule("ignore.deprecation", "traceback", "info", "a deprecation or future warning",
-      r"^(?!.*(?:\[Errno \d|No space|[Oo]ut of memory|Killed))"
+      # (not when the warning itself names a failure: a full disk, no memory, a GPU this torch cannot drive)
+      r"^(?!.*(?:\[Errno \d|No space|[Oo]ut of memory|Killed|CUDA (?:unknown )?error|not compatible with|NVIDIA driver))"
       r".*(?:(?:Deprecation|Future|User|Runtime|Resource)Warning\b|\bwarnings\.warn\(|is deprecated|will be removed in)",
       "", role="ignore", needles=("deprecationwarning", "futurewarning", "userwarning", "runtimewarning",
                                  "resourcewarning", "warnings.warn", "deprecated", "will be removed in"))
