@@ -649,6 +649,8 @@ frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chro
     ("/opt/conda/lib/python3.10/site-packages/torch/cuda/__init__.py:173: UserWarning: NVIDIA H100 80GB HBM3 with CUDA "
      "capability sm_90 is not compatible with the current PyTorch installation.", "import_or_config_error"),
     ("train.py:196: FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated.", "healthy"),
+    ("WARNING: unrecognized option 'fused_adam' in the config, ignoring it", "healthy"),
+    ("ValueError: --lr_scheduler must be one of ['cosine', 'linear']", "import_or_config_error"),
 ])
 def test_kinds_worded_by_other_frameworks_clouds_and_launchers(line: str, cls: str) -> None:
     from mcp_gpu.triage.engine import triage_text

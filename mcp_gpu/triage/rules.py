@@ -430,26 +430,32 @@ _rule("config.import", "import_or_config_error", "error", "an import failed (ver
 _rule("config.argparse", "import_or_config_error", "error", "the command-line arguments are invalid",
       r": error: (?:unrecognized arguments|the following arguments are required|argument |invalid choice)|^usage: \S+ \[-h\]",
       FIX_ARGS, needles=(": error: ", "usage: "))
-_rule("config.override", "import_or_config_error", "error", "a config or option is invalid",
+_rule("config.override", "import_or_config_error", "error", "a config override is invalid",
       r"KeyError: .?Override path|is not a mapping|ConfigCompositionException|MissingConfigException|Could not override '|"
       r"\bomegaconf\.errors\.|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|InterpolationResolutionError|"
-      r"is not in struct|Error merging override|Could not append to config|MisconfigurationException|"
-      r"ValidationError|[Ii]nvalid (?:config|configuration|value for|argument|option)|[Uu]nknown (?:argument|option|config)|"
-      r"[Uu]nsupported (?:argument|option|config|value)|[Cc]onfig(?:uration)? (?:error|file not found)|"
-      r"must be (?:one of|set|specified|provided|divisible|a multiple)|is required but|mutually exclusive|"
-      r"got an unexpected keyword argument|missing \d+ required positional argument|[Nn]o such file or directory|"
-      r"FileNotFoundError|does not appear to have a file named|is not a (?:valid|local folder)|"
-      r"\[Errno 2\]|Can't load (?:tokenizer|config|the model)|is not a valid model identifier|"
-      r"not (?:a )?valid (?:model|path|option|choice)|invalid choice|not recognized|unrecognized",
+      r"is not in struct|Error merging override|Could not append to config|MisconfigurationException|ValidationError|"
+      r"FileNotFoundError|does not appear to have a file named|is not a valid model identifier|"
+      r"Can't load (?:tokenizer|config|the model)|got an unexpected keyword argument|missing \d+ required positional argument",
       FIX_OVERRIDE, gotcha="U27",
       needles=("override", "is not a mapping", "configcompositionexception", "missingconfigexception",
                "omegaconf.errors.", "configattributeerror", "configkeyerror", "missingmandatoryvalue",
                "interpolationresolutionerror", "is not in struct", "could not append to config",
-               "misconfigurationexception", "validationerror", "invalid ", "unknown ", "unsupported ", "config",
-               "must be ", "is required but", "mutually exclusive", "unexpected keyword argument",
-               "required positional argument", "no such file or directory", "filenotfounderror",
-               "does not appear to have a file named", "is not a ", "[errno 2]", "can't load", "not a valid",
-               "not valid", "invalid choice", "not recognized", "unrecognized"))
+               "misconfigurationexception", "validationerror", "filenotfounderror",
+               "does not appear to have a file named", "is not a valid model identifier", "can't load",
+               "unexpected keyword argument", "required positional argument"))
+# The same kind worded loosely ("invalid option", "must be one of", "No such file"): only on a line that is an
+# error (an exception, error:, ERROR), since warnings say these words about things a run survives.
+_rule("config.invalid", "import_or_config_error", "error", "a config or option is invalid",
+      r"^(?=.*(?:Error\b|Exception\b|error:|ERROR|[Ee]rror:))(?:.*?)(?:"
+      r"[Ii]nvalid (?:config|configuration|value for|argument|option)|[Uu]nknown (?:argument|option|config)|"
+      r"[Uu]nsupported (?:argument|option|config|value)|[Cc]onfig(?:uration)? (?:error|file not found)|"
+      r"must be (?:one of|set|specified|provided|divisible|a multiple)|is required but|mutually exclusive|"
+      r"[Nn]o such file or directory|is not a (?:valid|local folder)|\[Errno 2\]|"
+      r"not (?:a )?valid (?:model|path|option|choice)|invalid choice|not recognized|unrecognized)",
+      FIX_OVERRIDE, gotcha="U27",
+      needles=("invalid ", "unknown ", "unsupported ", "config", "must be ", "is required but", "mutually exclusive",
+               "no such file or directory", "is not a ", "[errno 2]", "not a valid", "not valid", "invalid choice",
+               "not recognized", "unrecognized"))
 _rule("config.cmd_not_found", "import_or_config_error", "error", "a command is not on PATH",
       r": command not found|: not found$|executable file not found|No such file or directory: '[^']*(?:python|torchrun|"
       r"accelerate|deepspeed|nvcc|ninja|gcc)", FIX_CMD_NOT_FOUND,
