@@ -650,6 +650,8 @@ frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chro
      "capability sm_90 is not compatible with the current PyTorch installation.", "import_or_config_error"),
     ("train.py:196: FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated.", "healthy"),
     ("WARNING: unrecognized option 'fused_adam' in the config, ignoring it", "healthy"),
+    ("[WARNING] flash-attn is not installed, falling back to the eager attention", "healthy"),
+    ("ImportError: flash_attn requires torch>=2.1 but you have torch 2.0.1", "import_or_config_error"),
     ("ValueError: --lr_scheduler must be one of ['cosine', 'linear']", "import_or_config_error"),
 ])
 def test_kinds_worded_by_other_frameworks_clouds_and_launchers(line: str, cls: str) -> None:

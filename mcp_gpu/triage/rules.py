@@ -420,13 +420,19 @@ _rule("config.module", "import_or_config_error", "error", "a Python module is mi
       needles=("modulenotfounderror", "no module named"))
 _rule("config.import", "import_or_config_error", "error", "an import failed (version mismatch)",
       r"^(?:\w+\.)*ImportError\b|cannot import name|undefined symbol|DLL load failed|\bimport of \w+ halted|"
-      r"version conflict|requires .{1,60} but you have|is not installed|[Pp]lease install|VersionConflict|"
-      r"has no attribute '__version__'|\.so: cannot open shared object file|GLIBC\w*'? not found|"
-      r"incompatible (?:version|with)|is not supported (?:with|by|in|on) (?:this|the|your)",
+      r"VersionConflict|has no attribute '__version__'|\.so: cannot open shared object file|GLIBC\w*'? not found",
       FIX_IMPORT, gotcha="U29",
-      needles=("importerror", "cannot import name", "undefined symbol", "dll load failed", "import of", "version conflict",
-               "but you have", "is not installed", "please install", "versionconflict", "'__version__'",
-               "cannot open shared object file", "glibc", "incompatible", "is not supported"))
+      needles=("importerror", "cannot import name", "undefined symbol", "dll load failed", "import of",
+               "versionconflict", "'__version__'", "cannot open shared object file", "glibc"))
+# Version talk ("is not installed", "requires X but you have Y") is often a warning a run survives: only on an
+# error line.
+_rule("config.versions", "import_or_config_error", "error", "a package version does not fit",
+      r"^(?=.*(?:Error\b|Exception\b|error:|ERROR|[Ee]rror:))(?:.*?)(?:version conflict|requires .{1,60} but you have|"
+      r"is not installed|[Pp]lease install|incompatible (?:version|with)|is not supported (?:with|by|in|on) "
+      r"(?:this|the|your))",
+      FIX_IMPORT, gotcha="U29",
+      needles=("version conflict", "but you have", "is not installed", "please install", "incompatible",
+               "is not supported"))
 _rule("config.argparse", "import_or_config_error", "error", "the command-line arguments are invalid",
       r": error: (?:unrecognized arguments|the following arguments are required|argument |invalid choice)|^usage: \S+ \[-h\]",
       FIX_ARGS, needles=(": error: ", "usage: "))
