@@ -710,7 +710,7 @@ _rule("cascade.torchrun", "traceback", "error", "a worker or launcher failed",
       r"exited with (?:exit )?code:? ?[1-9]|Exited with exit code [1-9]|returned non-zero exit status|"
       r"non-zero exit (?:status|code)|[Ee]xit (?:status|code):? ?[1-9]\d*\b|[Ee]xit(?:ed)? abnormally|"
       r"CalledProcessError|WorkerGroupFailureException|RayTaskError|RayActorError|ActorDiedError|"
-      r"[Ww]orker (?:\S+ )?(?:died|crashed)|killed by signal|[Pp]rocess \d+ (?:died|exited|terminated)|"
+      r"[Ww]orker (?:\S+ )?(?:died|crashed)|killed by signal|[Pp]rocess \d+ (?:died|terminated|exited(?! (?:with (?:exit )?code:? ?0\b|normally|successfully|cleanly)))|"
       r"Trial .* errored|with return code [1-9]|[Rr]eturn code(?::| =)? ?-?[1-9]|died with <Signals|[Kk]illed by signal|"
       r"Killing subprocess|"
       r"[Tt]erminating (?:process|workers)|[Ss]hutting down workers|Error occurred when executing|"
