@@ -3,7 +3,9 @@
 Each `Rule` maps one family of log lines (matched by `pattern`) to a class of the fixed vocabulary
 (`mcp_gpu.models.TRIAGE_CLASSES`, plus `EXTRA_CLASSES` below). The engine tries the rules in order and the
 FIRST match decides a line, so specific rules sit above general ones (a CUDA OOM inside an NCCL warning is an
-OOM; a `Killed` DataLoader worker is a host OOM, not a DataLoader bug).
+OOM; Ray's node-memory OutOfMemoryError is host RAM, above the GPU rule). A rule is tried only on lines holding
+one of its `needles` (lower-case literals every match contains; given explicitly where a pattern's own literals
+are too short or too common).
 
 `role` says how a match counts:
 - `cause`   evidence of a root cause;
@@ -13,7 +15,7 @@ OOM; a `Killed` DataLoader worker is a host OOM, not a DataLoader bug).
 - `ignore`  a line that looks alarming but is routine (torchrun telling the other workers to stop): it matches so
             that no later rule claims it, and is then dropped;
 - `trend`   a line that means something only as part of a trend (an fp16 overflow that shrinks the loss scale): the
-            engine collects them and judges the series (`engine._overflow_trend`).
+            engine collects them and judges the series (`engine._overflow_collapse`).
 
 `fatal` marks a line that by itself says a process died (a segfault, `Killed`, a non-zero worker exit code,
 torchrun's ChildFailedError): a log holding one is never `healthy`. Other lines count only if the run did not go on
