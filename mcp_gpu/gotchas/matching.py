@@ -1,5 +1,7 @@
 """Paste an error line or a symptom, get the catalogue entries that explain it.
 
+Signals are found in one pass over the text (`_Signals`): cost linear in the text, nearly flat in the catalogue.
+
 Ranking: exact signals first (a substring or regex from the entry found in the text scores high, longer
 matches higher), then word overlap weighted by how rare each word is in the catalogue. Only a signal hit makes a
 match `confident`; word overlap alone is a suggestion, capped well below it, so a healthy log line such as
@@ -14,7 +16,8 @@ from functools import lru_cache
 
 from pydantic import BaseModel, Field
 
-from mcp_gpu.gotchas.catalogue import Catalogue, Gotcha, load_catalogue
+from mcp_gpu.gotchas.catalogue import Catalogue, Gotcha, Signal, load_catalogue
+from mcp_gpu.triage.needles import NeedleFinder, needles_of
 
 MAX_TEXT = 20_000
 MIN_WORD_WEIGHT = 6.0  # shared words must be rare enough: 'step' + 'loss' alone is not a diagnosis
@@ -76,15 +79,47 @@ def _index(cat: Catalogue) -> _Index:
     return _Index(cat)
 
 
-def _signal_hits(g: Gotcha, text: str) -> list[str]:
-    hits = []
-    for s in g.signals:
-        if s.pattern is None:
-            continue
-        m = s.pattern.search(text)
-        if m:
-            hits.append(m.group(0).strip() or s.value)
-    return hits
+class _Signals:
+    """Every entry's text signals behind one needle search: a signal's regex runs only when the text holds a
+    literal every match of it contains (`needles_of`), so a lookup costs one pass over the text plus the few
+    signals that could match, instead of a search per signal."""
+
+    def __init__(self, cat: Catalogue) -> None:
+        self.signals: list[tuple[str, int, Signal]] = []  # (entry id, signal position, signal)
+        owners: dict[str, set[int]] = {}
+        self.always: set[int] = set()
+        for g in cat.entries:
+            for pos, sig in enumerate(g.signals):
+                if sig.pattern is None:
+                    continue
+                k = len(self.signals)
+                self.signals.append((g.id, pos, sig))
+                needles = (sig.value.lower(),) if sig.kind == "substring" else needles_of(sig.value)
+                if needles is None:
+                    self.always.add(k)
+                else:
+                    for n in needles:
+                        owners.setdefault(n, set()).add(k)
+        self.finder = NeedleFinder(owners) if owners else None
+
+    def hits(self, text: str) -> dict[str, list[str]]:
+        """entry id → the signal text found, in the entry's signal order."""
+        ks = set(self.always)
+        if self.finder is not None:
+            ks |= self.finder.owners_of(self.finder.needles_in(text.lower()))
+        out: dict[str, list[str]] = {}
+        for k in sorted(ks):
+            gid, _pos, sig = self.signals[k]
+            assert sig.pattern is not None
+            m = sig.pattern.search(text)
+            if m:
+                out.setdefault(gid, []).append(m.group(0).strip() or sig.value)
+        return out
+
+
+@lru_cache(maxsize=2)
+def _signals(cat: Catalogue) -> _Signals:
+    return _Signals(cat)
 
 
 def _match(g: Gotcha, confidence: float, confident: bool, matched: list[str]) -> GotchaMatch:
@@ -114,8 +149,9 @@ def lookup(text: str, limit: int = 5, platform: str | None = None, catalogue: Ca
     qwords = _words(text)
     qweight = sum(idx.idf.get(w, idx.unknown_idf) for w in qwords) or 1.0
     scored: list[tuple[float, GotchaMatch]] = []
+    found = _signals(cat).hits(text)
     for g in cat.entries:
-        hits = _signal_hits(g, text)
+        hits = found.get(g.id, [])
         shared = qwords & idx.words[g.id]
         weight = sum(idx.idf[w] for w in shared)
         coverage = weight / qweight

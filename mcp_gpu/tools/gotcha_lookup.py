@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
@@ -22,4 +24,5 @@ def register(server: MCPServer) -> None:
         """Match text against the gotcha catalogue: exact signals (error strings, regexes) rank first, then
         shared words. `confident` is true only when an exact signal matched; otherwise treat matches as
         suggestions. Apply the entry's `fix`, never a blind retry."""
-        return lookup(text, limit=limit, platform=platform)
+        # matching runs on a worker thread so that a long text never stalls other calls
+        return await anyio.to_thread.run_sync(partial(lookup, text, limit=limit, platform=platform))

@@ -1,18 +1,25 @@
-"""The triage engine: new log lines plus what the caller knows about the process → findings, root cause first.
+"""The triage engine: log text plus what the caller knows about the process → findings, root cause first.
 
     triage(lines, exit_code=137, oom_kill_delta=1, seen=previous.fingerprints) -> TriageResult
+    triage_text(pasted_log) -> TriageReport
 
 How a verdict is reached:
-1. Lines are cleaned (ANSI colours, `[rank0]:` / srun `0: ` prefixes, tqdm's carriage-return redraws) and matched
-   against `rules.RULES`, first match wins. Inside a Python traceback only the final exception line (the first
-   line back at column 0) is judged; an exception no rule explains is an unclassified `traceback`.
-2. The caller's facts (exit code or signal, cgroup OOM-kill delta, scheduler state, free bytes and inodes) add
-   their own evidence.
-3. SIGTERM is preemption evidence only when nothing crashed: the workers torchrun stops after one of them was
-   OOM-killed are a cascade, not a preemption.
-4. One finding per class. The primary is the most root-like class among real causes (`PRIORITY`); collective
-   timeouts, launcher reports and unclassified tracebacks next to a known cause become `info` cascades of it.
-5. Lines are fingerprinted (class + the line with every number blanked): a finding whose lines were all in `seen`
+1. One pass finds the lines that hold a rule's needle (`scan.needle_lines`); each is cleaned (ANSI colours,
+   `[rank0]:` / srun `0: ` prefixes, tqdm's carriage-return redraws) and judged by `rules.RULES`, first match wins.
+   A Python traceback is walked to its final exception line (the first line back at column 0): frames are code
+   text and are not judged; an exception no rule explains is an unclassified `traceback`.
+2. Recovery: a line followed by more training progress, with no fatal sign in between, was survived (a caught and
+   logged traceback, a retried download, an overflow skipped at warm-up). It is reported as `info`, never as the
+   cause. A fatal sign (`Rule.fatal`: a segfault, `Killed`, a non-zero worker exit, ChildFailedError) is never
+   survived, so a log that holds one is never `healthy`.
+3. Trends: fp16 overflow lines are judged as a series: the loss scale falling below 1 (or pinned at 1) is
+   `nan_inf`; a few halvings at warm-up followed by training are not.
+4. The caller's facts (exit code or signal, cgroup OOM-kill delta, scheduler state, free bytes and inodes) add
+   their own evidence. SIGTERM is preemption evidence only when nothing crashed.
+5. One finding per class. The primary is the most root-like class among what was not survived (`PRIORITY`):
+   collective timeouts, launcher reports and unclassified tracebacks next to a known cause become `info` cascades
+   of it, across ranks and restarts. A fatal sign with no known cause is a `traceback` with its evidence.
+6. Lines are fingerprinted (class + the line with every number blanked): a finding whose lines were all in `seen`
    is not returned again, only named in `repeated`.
 """
 
@@ -23,15 +30,32 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from mcp_gpu.models import SEVERITY_RANK, Finding, Severity, finding
-from mcp_gpu.triage.rules import GENERIC_TRACEBACK, RULES, SIGNALS, Role, Rule
+from mcp_gpu.models import SEVERITY_RANK, Finding, Severity
+from mcp_gpu.triage.rules import (
+    DF_DISK,
+    DF_FULL_PERCENT,
+    DF_INODES,
+    FRAME_HINT_CONFIDENCE,
+    FRAME_HINTS,
+    GENERIC_TRACEBACK,
+    LOG_ERROR,
+    NAN_ASSERT,
+    RULES,
+    SCALE_COLLAPSE,
+    SIGNALS,
+    TRUNCATED_TRACEBACK,
+    Role,
+    Rule,
+)
+from mcp_gpu.triage.scan import ANSI, INDEX, ProgressFinder, clean_segments, is_tb_header, needle_lines, tb_rest
+from mcp_gpu.untrusted import clean_line as clean_remote
 
 # Most root-like first: a full disk explains a corrupt checkpoint; an OOM explains the NCCL timeout of the ranks
 # left waiting; an unclassified traceback on one rank explains the others' collective timeout.
 PRIORITY: tuple[str, ...] = (
     "inode_exhausted", "disk_full", "cuda_oom", "host_oom_killed", "nan_inf", "cuda_device_error", "dataloader_error",
-    "checkpoint_corrupt", "import_or_config_error", "time_limit", "preempted", "cancelled", "traceback", "nccl_timeout",
-    "network_stall", "ssh_disconnect",
+    "checkpoint_corrupt", "import_or_config_error", "time_limit", "preempted", "cancelled", "ssh_disconnect",
+    "network_stall", "traceback", "nccl_timeout",
 )
 _CASCADE_CLASSES = frozenset({"traceback", "nccl_timeout"})
 _BARE_EXIT = frozenset({"signal.exit", "sched.state_failed"})
@@ -42,15 +66,28 @@ EVIDENCE_CHARS = 320
 DISK_LOW_BYTES = 2 * 1024**3
 DISK_OUT_BYTES = 256 * 1024**2
 INODES_LOW = 10_000
+TRACEBACK_WALK = 400  # lines a traceback may span before its final exception line
+ROOT_WINDOW = 8_000  # characters before a fatal sign in which a survived-looking cause still explains it
+DF_ROOM_PERCENT = 90  # every real filesystem in a pasted df below this: bytes were not what ran out
+OVERFLOW_PINNED = 3  # overflow lines at a loss scale <= 1 that make a collapse
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s?|\d{1,4}: (?=\S)|\(\w+ pid=\d+[^)]*\)\s)")
-_TB_HEADER = re.compile(r"^(?:Original )?Traceback \(most recent call last\):")
-_EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|$)")
+_DF_HEADER = re.compile(r"^\s*Filesystem\s.*?\b(I?Use%)\s+Mounted on\s*$")
+_DF_ROW = re.compile(r"^\s*(\S+)\s+(?:\S+\s+){2,3}(\d{1,3})%\s+(/\S*)\s*$")
+# a traceback from a thread that only feeds a queue (multiprocessing's feeder): the process itself goes on
+_BACKGROUND_FRAME = re.compile(r"multiprocessing[/\\]queues\.py\S*, line \d+, in _feed\b")
+_LOG_ERROR = re.compile(r"^\s*(?:\[?(?:ERROR|FATAL|CRITICAL|Error|Fatal)\]?[:\s]|[EF]\d{4} \d\d:\d\d:\d\d|"
+                        r"[\w.-]+: (?:error|fatal): |"
+                        r".*?(?:\s|\[|\|)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s|\|))")
+_ANNOUNCES = re.compile(r"\b(?:ERROR|WARN(?:ING)?|CRITICAL|[Ee]rror|[Ww]arning|[Ee]xception|[Cc]aught|[Ii]gnor\w*|"
+                        r"[Rr]etry\w*|[Ss]kipp\w*|[Ff]ailed)\b|^\s*[EWF]\d{4} |:\s*$")
+_FINITE_CHECK = re.compile(r"isnan|isinf|isfinite|\bnan\b|\binf\b", re.IGNORECASE)
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?::\s|:?$)")
 _WORKER_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _SPACE = re.compile(r"\s+")
-_SIGNUM = {"9": "KILL", "15": "TERM", "2": "INT", "11": "SEGV", "6": "ABRT", "7": "BUS"}
+_SCALE = re.compile(r"(?:reducing (?:loss scale )?to|loss[ _]scale(?: to)?:?|scale(?:r)? to:?|new scale:?|scale =)\s*"
+                    r"([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)", re.IGNORECASE)
+_SIGNUM = {"9": "KILL", "15": "TERM", "2": "INT", "11": "SEGV", "6": "ABRT", "7": "BUS", "1": "HUP"}
 _SIGNAL_RULE = {"KILL": "sigkill", "TERM": "sigterm", "INT": "sigint", "SEGV": "segv", "ABRT": "segv", "BUS": "sigbus"}
 _SCHEDULER_RULE = {
     "OUT_OF_MEMORY": "sched_oom", "OOMKILLED": "sched_oom", "PREEMPTED": "sched_preempted", "EVICTED": "sched_preempted",
@@ -58,6 +95,21 @@ _SCHEDULER_RULE = {
     "DEADLINEEXCEEDED": "sched_timeout", "CANCELLED": "sched_cancelled", "FAILED": "sched_failed",
     "BACKOFFLIMITEXCEEDED": "sched_failed",
 }
+
+
+class TriageFinding(Finding):
+    """A triage finding: a `Finding` plus how sure the engine is that it explains the log."""
+
+    confidence: float = Field(default=0.5, ge=0, le=1,
+                              description="0-1: how sure the engine is (a rule on the line that ended the run is "
+                                          "high, a survived or cascade line low)")
+
+
+def tfinding(cls: str, severity: Severity, title: str, *, confidence: float, gotcha: str | None = None,
+             evidence: list[str] | None = None, remedy: str = "") -> TriageFinding:
+    return TriageFinding.model_validate({"class": cls, "severity": severity, "title": title, "gotcha": gotcha,
+                                         "evidence": evidence or [], "remedy": remedy,
+                                         "confidence": round(min(0.99, max(0.0, confidence)), 2)})
 
 
 class TriageResult(BaseModel):
@@ -74,14 +126,21 @@ class TriageResult(BaseModel):
 @dataclass
 class _Hit:
     rule: Rule
-    index: int
+    index: int  # character offset of the line in the log: the order of events
     line: str
     severity: Severity
     role: Role
+    final: bool = False  # the final exception line of a traceback
+    survived: bool = False  # training went on after it
+    uncaught: bool = False  # ended a traceback nothing announced as caught: the process died there
 
     @property
     def cls(self) -> str:
         return self.rule.cls
+
+    @property
+    def fatal(self) -> bool:
+        return self.rule.fatal or self.uncaught
 
 
 @dataclass
@@ -92,23 +151,13 @@ class _Group:
     severity: Severity
     cascade: bool
     title: str = ""
+    confidence: float = 0.5
     fingerprints: set[str] = field(default_factory=set)
 
 
 def clean_line(raw: str) -> list[str]:
-    """One raw log line → the lines worth judging: colours and rank prefixes gone, tqdm redraws split apart.
-
-    A carriage return followed by ':' or a quote is bash echoing a CRLF script, so it is kept as a visible `\\r`."""
-    text = _ANSI.sub("", raw).rstrip("\r\n")
-    if "\r" in text:
-        parts = text.split("\r")
-        if any(p[:1] in (":", "'", '"') for p in parts[1:]):
-            segments = [text.replace("\r", "\\r")]
-        else:
-            segments = [p for p in parts if p.strip()]
-    else:
-        segments = [text]
-    return [_PREFIX.sub("", s.rstrip(), count=1) for s in segments]
+    """One raw log line → the lines worth judging (see `scan.clean_segments`)."""
+    return clean_segments(raw)
 
 
 def fingerprint(cls: str, line: str) -> str:
@@ -116,74 +165,236 @@ def fingerprint(cls: str, line: str) -> str:
     return f"{cls}:" + _SPACE.sub(" ", _NUMBER.sub("#", line.lower())).strip()[:160]
 
 
-def _index_needles() -> tuple[tuple[int, ...], tuple[tuple[str, tuple[int, ...]], ...]]:
-    owners: dict[str, list[int]] = {}
-    for i, rule in enumerate(RULES):
-        for needle in rule.needles or ():
-            owners.setdefault(needle, []).append(i)
-    always = tuple(i for i, r in enumerate(RULES) if r.needles is None)
-    return always, tuple((n, tuple(ix)) for n, ix in owners.items())
-
-
-_ALWAYS, _BY_NEEDLE = _index_needles()
-
-
-def _candidates(line: str) -> list[Rule]:
-    """The rules that could match `line`, in table order: those whose needles it holds (or that have none)."""
-    low = line.lower()
-    hit: set[int] = set(_ALWAYS)
-    for needle, owners in _BY_NEEDLE:
-        if needle in low:
-            hit.update(owners)
-    return [RULES[i] for i in sorted(hit)]
-
-
-def _match(line: str) -> Rule | None:
-    for rule in _candidates(line):
+def _match(line: str, found: set[str] | None = None) -> Rule | None:
+    """The first rule (in table order) whose regex matches `line`; only rules whose needles it holds are tried."""
+    for rule in INDEX.candidates(found if found is not None else INDEX.needles_in(line.lower() + "\n")):
         if rule.pattern.search(line):
             return rule
     return None
 
 
 def _trim(line: str) -> str:
-    line = line.strip()
+    """An evidence line: remote text, so escape sequences and control characters go (`untrusted.clean_line`)."""
+    line = clean_remote(line).strip()
     return line if len(line) <= EVIDENCE_CHARS else line[: EVIDENCE_CHARS - 1] + "…"
 
 
-def _scan(lines: list[str], crashed: bool) -> tuple[list[_Hit], list[str], int]:
-    """→ (hits, exit codes torchrun reports per worker, number of lines judged)."""
-    hits: list[_Hit] = []
-    worker_exits: list[str] = []
-    in_traceback = False
-    index = 0
-    for raw in lines:
-        for physical in raw.split("\n"):
-            for line in clean_line(physical):
-                index += 1
-                if not line.strip():
-                    continue
-                if "exitcode" in line:
-                    worker_exits += _WORKER_EXIT.findall(line)
-                if _TB_HEADER.match(line):
-                    in_traceback = True
-                    continue
-                final_exception = False
-                if in_traceback:
-                    if line[0] in " \t":
-                        continue  # a frame or its source line: code text, not a message
-                    in_traceback, final_exception = False, True
-                rule = _match(line)
+class _Scan:
+    """The hits of one log text, in order, with the tracebacks walked and the overflow series collected."""
+
+    def __init__(self, text: str, crashed: bool, complete: bool) -> None:
+        self.text = text
+        # a bare exception line (no traceback header) ended the run if the process crashed, or if this is the
+        # whole log and nothing came after it; in a batch of a running job's lines it may be a logged warning
+        self.bare_exceptions = crashed or complete
+        self.hits: list[_Hit] = []
+        self.worker_exits: list[str] = []
+        self.overflow: list[tuple[int, float | None]] = []
+        self.hit_lines: set[int] = set()
+        self.df_bytes_max: int | None = None  # fullest real filesystem in a pasted `df` (bytes) table
+        self._skip_to = 0
+        for line in needle_lines(text):
+            if line.start < self._skip_to:
+                continue  # a frame of a traceback already walked
+            self._judge_line(line.start, line.end, line.found)
+
+    def _ignored_before(self, header: int) -> bool:
+        """Whether the line before a traceback header says Python printed the exception and went on."""
+        prev_end = header - 1
+        if prev_end <= 0:
+            return False
+        prev_start = self.text.rfind("\n", 0, prev_end) + 1
+        return self.text.startswith("Exception ignored in", prev_start) or \
+            "Exception ignored in" in self.text[prev_start:prev_end][:40]
+
+    def _announced_before(self, header: int) -> bool:
+        """Whether the line before a traceback header is a log record or a message introducing it (how a caught
+        and logged exception is printed: `logger.exception`, "Exception in thread", "Retrying after error:"). An
+        uncaught exception's traceback follows whatever the program printed last, often a progress line; progress
+        printed after it is then the rest of a buffered stdout, flushed at exit, not training going on."""
+        prev_end = header - 1
+        while prev_end > 0:
+            prev_start = self.text.rfind("\n", 0, prev_end) + 1
+            prev = self.text[prev_start:prev_end]
+            if prev.strip():
+                segs = clean_segments(prev)
+                return _ANNOUNCES.search(segs[-1] if segs else prev) is not None
+            prev_end = prev_start - 1
+        return False
+
+    def _physical(self, start: int) -> tuple[str, int]:
+        end = self.text.find("\n", start)
+        end = len(self.text) if end < 0 else end
+        return self.text[start:end], end
+
+    def _judge_line(self, start: int, end: int, found: set[str]) -> None:
+        raw = self.text[start:end]
+        if "exitcode" in found:
+            self.worker_exits += _WORKER_EXIT.findall(raw)
+        segments = clean_segments(raw)
+        if "mounted on" in found and len(segments) == 1 and (df := _DF_HEADER.match(segments[0])):
+            self._walk_df(end + 1, inodes=df.group(1) == "IUse%")
+            return
+        for seg in segments:
+            rest = tb_rest(seg)
+            if rest is None:
+                continue
+            if rest:  # a traceback pasted on one line: judge the whole of it as its final line
+                self._skip_to = end + 1
+                self._judge(start, rest, final=True, found=None)
+            else:
+                self._walk_traceback(start, end + 1)
+            return
+        for seg in segments:
+            if seg.strip():
+                # a launcher prefix only removes text, so the line's needles still cover the segment
+                self._judge(start, seg, final=False, found=found if len(segments) == 1 and "\r" not in raw else None)
+
+    def _walk_df(self, pos: int, *, inodes: bool) -> None:
+        """The rows of a pasted `df` table: a real filesystem at 98 % or more is full (of bytes, or of inodes)."""
+        for _ in range(200):
+            if pos >= len(self.text):
+                break
+            raw, end = self._physical(pos)
+            row = _DF_ROW.match(raw)
+            if row is None:
+                break
+            device, percent, mount = row.groups()
+            real = not device.startswith("/dev/loop") and not mount.startswith("/snap")
+            if real and not inodes:
+                self.df_bytes_max = max(self.df_bytes_max or 0, int(percent))
+            if int(percent) >= DF_FULL_PERCENT and real:
+                self.hits.append(_Hit(DF_INODES if inodes else DF_DISK, pos, raw.strip(), "critical", "cause"))
+                self.hit_lines.add(pos)
+            pos = end + 1
+        self._skip_to = pos
+
+    def _walk_traceback(self, header: int, pos: int) -> None:
+        """From just after a traceback header to its final exception line, which is judged (the frames are not).
+
+        A log that ends inside a traceback ended with the crash: its last frame stands for the exception."""
+        text = self.text
+        last_frame = ""
+        frames: list[str] = []
+        ignored = self._ignored_before(header)
+        for _ in range(TRACEBACK_WALK):
+            if pos >= len(text):
+                self._skip_to = pos
+                if last_frame:
+                    # a fatal sign, but it names no cause: anything named beats it
+                    self.hits.append(_Hit(TRUNCATED_TRACEBACK, header,
+                                          f"(the log ends inside a traceback) {last_frame}", "error", "cascade",
+                                          survived=ignored))
+                    hint = _frame_hint(frames)
+                    if hint is not None:
+                        self.hits.append(_Hit(hint[0], header, hint[1], "warn", "cause", survived=ignored))
+                return
+            raw, end = self._physical(pos)
+            segs = clean_segments(raw)
+            line = segs[-1] if segs else ""
+            if not line.strip() or line[0] in " \t" or line.lstrip().startswith(("^", "~")):
+                if line.strip() and not line.lstrip().startswith(("^", "~")):
+                    last_frame = line.strip()
+                    if last_frame.startswith("File "):
+                        frames.append(last_frame)
+                    ignored = ignored or _BACKGROUND_FRAME.search(line) is not None
+                pos = end + 1
+                continue
+            if is_tb_header(line):  # a second header (another rank, or a chained traceback) restarts the walk
+                pos = end + 1
+                continue
+            self._skip_to = end + 1
+            before = len(self.hits)
+            self._judge(pos, line, final=True, found=None)
+            if (len(self.hits) > before and self.hits[-1].rule is GENERIC_TRACEBACK and line.startswith("AssertionError")
+                    and last_frame and _FINITE_CHECK.search(last_frame)):
+                # an assertion guarding finiteness (`assert not torch.isnan(loss)`): the values went NaN/inf
+                self.hits[-1] = _Hit(NAN_ASSERT, pos, f"{line.strip()} at: {last_frame}", "error", "cause", final=True)
+            caught = ignored or self._announced_before(header)
+            for h in self.hits[before:]:
+                h.survived = h.survived or ignored
+                h.uncaught = not caught
+            return
+        self._skip_to = pos
+
+    def _judge(self, index: int, line: str, *, final: bool, found: set[str] | None) -> None:
+        rule = _match(line, found)
+        if rule is None:
+            if final or (self.bare_exceptions and _EXC_LINE.match(line)):
+                self.hits.append(_Hit(GENERIC_TRACEBACK, index, line, "error", "cause", final=final))
+                self.hit_lines.add(index)
+            elif self.bare_exceptions and _LOG_ERROR.match(line):
+                self.hits.append(_Hit(LOG_ERROR, index, line, "error", "cascade"))
+                self.hit_lines.add(index)
+            return
+        if rule.role == "ignore":
+            return  # routine: it may still count as progress
+        self.hit_lines.add(index)
+        if rule.role == "trend":
+            m = _SCALE.search(line)
+            scale = None
+            if m:
+                try:
+                    scale = float(m.group(1).rstrip("."))
+                except ValueError:
+                    scale = None
+            self.overflow.append((index, scale))
+            self.hits.append(_Hit(rule, index, line, "info", "trend"))
+            return
+        severity = rule.severity
+        if final and rule.role == "cause" and SEVERITY_RANK[severity] < SEVERITY_RANK["error"]:
+            severity = "error"  # the exception that ended the run, not a logged warning
+        self.hits.append(_Hit(rule, index, line, severity, rule.role, final=final))
+
+
+_HINT_RULES: dict[str, Rule] = {}
+
+
+def _frame_hint(frames: list[str]) -> tuple[Rule, str] | None:
+    """The subsystem the deepest recognisable frame of a cut-off traceback belongs to, as a weak finding."""
+    for frame in reversed(frames):
+        for pattern, cls in FRAME_HINTS:
+            if pattern.search(frame):
+                rule = _HINT_RULES.get(cls)
                 if rule is None:
-                    if final_exception or (crashed and _EXC_LINE.match(line)):
-                        hits.append(_Hit(GENERIC_TRACEBACK, index, line, "error", "cause"))
-                    continue
-                if rule.role == "ignore":
-                    continue
-                severity = rule.severity
-                if final_exception and rule.role == "cause" and SEVERITY_RANK[severity] < SEVERITY_RANK["error"]:
-                    severity = "error"  # the exception that ended the run, not a logged warning
-                hits.append(_Hit(rule, index, line, severity, rule.role))
-    return hits, worker_exits, index
+                    base = next((r for r in RULES if r.cls == cls and r.role == "cause"), GENERIC_TRACEBACK)
+                    rule = Rule(f"hint.{cls}", cls, "warn", f"the log ends inside a traceback in {cls} code",
+                                base.pattern, base.remedy, base.gotcha, "cause", None, False, FRAME_HINT_CONFIDENCE)
+                    _HINT_RULES[cls] = rule
+                return rule, f"(the log ends inside a traceback, last in {cls} code) {frame}"
+    return None
+
+
+def _mark_survived(hits: list[_Hit], progress: ProgressFinder) -> None:
+    """A hit is survived when real progress follows it with no fatal sign in between (after the exception line of a
+    traceback, a progress bar needs a second line of progress: a crashing process flushes its bar once)."""
+    fatal_at = sorted(h.index for h in hits if h.fatal)
+    fi = 0
+    for h in sorted(hits, key=lambda h: h.index):
+        if h.fatal:
+            continue
+        nxt = progress.finite_loss_after(h.index + 1) if h.cls == "nan_inf" and h.role != "trend" else \
+            progress.after(h.index + 1)
+        if nxt is not None and (h.final or h.rule is LOG_ERROR) and progress.is_bar(nxt):
+            # a crashing process flushes its progress bar once after the traceback: that is not training going on
+            nxt = progress.after_next(nxt + 1)
+        if nxt is None:
+            continue
+        while fi < len(fatal_at) and fatal_at[fi] <= h.index:
+            fi += 1
+        if fi < len(fatal_at) and fatal_at[fi] < nxt:
+            continue
+        h.survived = True
+
+
+def _overflow_collapse(series: list[tuple[int, float | None]]) -> bool:
+    """fp16 overflow lines as a trend: the loss scale fell below 1 or stayed pinned at 1 — not a warm-up search."""
+    scales = [s for _, s in series if s is not None]
+    if not scales:
+        return False
+    if min(scales) < 1:
+        return True
+    return sum(s <= 1 for s in scales) >= OVERFLOW_PINNED
 
 
 def _signal_name(exit_code: int | None, exit_signal: str | None) -> str | None:
@@ -240,14 +451,26 @@ def _resolve_sigterm(hits: list[_Hit], worker_exits: list[str]) -> None:
     )
     # torchrun's report names each worker's exit code: one that failed on its own explains the SIGTERMs of the rest.
     explained = explained or any(code not in ("0", "-15", "15", "143") for code in worker_exits)
-    if explained:
-        for h in hits:
-            if h.role == "sigterm":
-                h.role = "cascade"
-    else:
-        for h in hits:
-            if h.role == "sigterm":
-                h.role = "cause"
+    for h in hits:
+        if h.role == "sigterm":
+            h.role = "cascade" if explained else "cause"
+
+
+def _confidence(best: _Hit, cascade: bool) -> float:
+    """How sure: a named rule on the line that ended the run is surest; a warning-level line, an unclassified
+    exception, a launcher's report or an error-level line no rule knows, less and less."""
+    if best.rule is GENERIC_TRACEBACK:
+        return 0.6
+    if best.rule is LOG_ERROR:
+        return 0.4
+    if cascade:
+        return 0.5
+    conf = best.rule.confidence
+    if best.final or best.fatal:
+        conf += 0.1
+    if best.severity == "warn":
+        conf -= 0.25
+    return conf
 
 
 def _group(hits: list[_Hit]) -> list[_Group]:
@@ -258,26 +481,36 @@ def _group(hits: list[_Hit]) -> list[_Group]:
     for cls, members in by_cls.items():
         causal = [h for h in members if h.role == "cause"]
         pool = causal or members
-        best = max(pool, key=lambda h: (SEVERITY_RANK[h.severity], -h.index))
+        # the most serious line; among equals the first (the root, before later ranks and restarts repeat it)
+        best = max(pool, key=lambda h: (SEVERITY_RANK[h.severity], h.rule is not GENERIC_TRACEBACK, -h.index))
         groups.append(_Group(cls, members, best, best.severity, cascade=not causal, title=best.rule.title,
+                             confidence=_confidence(best, not causal),
                              fingerprints={fingerprint(cls, h.line) for h in members}))
     return groups
 
 
+def _prio(cls: str) -> int:
+    return PRIORITY.index(cls) if cls in PRIORITY else len(PRIORITY)
+
+
 def _rank(g: _Group) -> tuple[int, int]:
-    prio = PRIORITY.index(g.cls) if g.cls in PRIORITY else len(PRIORITY)
-    return (-SEVERITY_RANK[g.severity], prio)
+    return (-SEVERITY_RANK[g.severity], _prio(g.cls))
 
 
 def _pick_primary(groups: list[_Group]) -> _Group | None:
     def tier(g: _Group) -> int | None:
+        """0 a named cause; 1 a named warning nothing survived (the run died right after it); 2 an unclassified
+        crash or a collective timeout (only when nothing named the cause); 3 their warnings; 4 a launcher's
+        report that something failed."""
         serious = SEVERITY_RANK[g.severity] >= SEVERITY_RANK["error"]
+        warn = g.severity == "warn"
         if not g.cascade:
-            return 0 if serious else (1 if g.severity == "warn" else None)
-        return 2 if serious else None
+            if g.cls in _CASCADE_CLASSES:
+                return 2 if serious else (3 if warn else None)
+            return 0 if serious else (1 if warn else None)
+        return 4 if serious else None
 
-    ranked = [(t, PRIORITY.index(g.cls) if g.cls in PRIORITY else len(PRIORITY), g)
-              for g in groups if (t := tier(g)) is not None]
+    ranked = [(t, _prio(g.cls), g) for g in groups if (t := tier(g)) is not None]
     if not ranked:
         return None
     return min(ranked, key=lambda r: (r[0], r[1]))[2]
@@ -285,6 +518,10 @@ def _pick_primary(groups: list[_Group]) -> _Group | None:
 
 def _evidence(g: _Group) -> list[str]:
     pool = [h for h in g.hits if h.role == g.best.role] if not g.cascade else g.hits
+    if g.best.rule is SCALE_COLLAPSE:  # a trend: where it started and where it ended up
+        ordered = sorted(pool, key=lambda h: h.index)
+        return [_trim(h.line) for h in (ordered[:1] + ordered[-(EVIDENCE_LINES - 1):] if len(ordered) >= EVIDENCE_LINES
+                                        else ordered)]
     ordered = [g.best, *sorted((h for h in pool if h is not g.best), key=lambda h: h.index)]
     out: list[str] = []
     for h in ordered:
@@ -294,6 +531,33 @@ def _evidence(g: _Group) -> list[str]:
         if len(out) == EVIDENCE_LINES:
             break
     return out
+
+
+def _root_before_fatal(survived: list[_Hit], live: list[_Hit]) -> list[_Hit]:
+    """Causes that look survived but sit just before the first fatal sign: another rank printed progress while
+    this one died. They are revived as the cause when nothing live names one."""
+    fatal = [h.index for h in live if h.fatal]
+    if not fatal:
+        return []
+    first = min(fatal)
+    return [h for h in survived if h.role == "cause" and h.rule is not GENERIC_TRACEBACK and h.cls not in
+            _CASCADE_CLASSES and SEVERITY_RANK[h.severity] >= SEVERITY_RANK["error"] and 0 <= first - h.index <= ROOT_WINDOW]
+
+
+_BARE_CR = re.compile(r"\r(?![:'\"\n])")
+
+
+def _one_line_per_event(text: str) -> str:
+    """CRLF becomes LF, and a bare carriage return (a progress bar redrawing itself) a line break, so that a log
+    of one endless tqdm line is scanned line by line. A CR before ':' or a quote is bash echoing a CRLF script: kept,
+    so the CRLF rule still sees it."""
+    if "\r" not in text:
+        return text
+    return _BARE_CR.sub("\n", text.replace("\r\n", "\n"))
+
+
+def _join(lines: list[str]) -> str:
+    return "\n".join(lines)
 
 
 def triage(lines: list[str], *, exit_code: int | None = None, exit_signal: str | None = None, oom_kill_delta: int = 0,
@@ -310,12 +574,25 @@ def triage(lines: list[str], *, exit_code: int | None = None, exit_signal: str |
         disk_free_bytes / inodes_free: free space on the run mount, if probed.
         seen: fingerprints returned by the previous call for this job; lines already reported do not come back.
     """
+    return _triage_text(_join(lines), exit_code=exit_code, exit_signal=exit_signal, oom_kill_delta=oom_kill_delta,
+                        scheduler_state=scheduler_state, disk_free_bytes=disk_free_bytes, inodes_free=inodes_free,
+                        seen=seen)
+
+
+def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | None = None, oom_kill_delta: int = 0,
+                 scheduler_state: str | None = None, disk_free_bytes: int | None = None, inodes_free: int | None = None,
+                 seen: set[str] | None = None, complete: bool = False) -> TriageResult:
     seen = seen or set()
     crashed = _signal_name(exit_code, exit_signal) is not None
-    hits, worker_exits, count = _scan(lines, crashed)
-    hits += _fact_hits(count, exit_code, exit_signal, oom_kill_delta, scheduler_state, disk_free_bytes,
+    text = _one_line_per_event(text)
+    scan = _Scan(text, crashed, complete)
+    hits = scan.hits
+    _mark_survived(hits, ProgressFinder(text, scan.hit_lines))
+    hits += _fact_hits(len(text), exit_code, exit_signal, oom_kill_delta, scheduler_state, disk_free_bytes,
                        inodes_free)
-    if _inodes_explain_enospc(disk_free_bytes, inodes_free):
+    # "No space left on device" while the pasted `df` shows room everywhere: the inodes ran out (df -i tells)
+    df_has_room = scan.df_bytes_max is not None and scan.df_bytes_max < DF_ROOM_PERCENT
+    if _inodes_explain_enospc(disk_free_bytes, inodes_free) or df_has_room:
         for h in hits:
             if h.rule.id == "disk.enospc":
                 h.rule = SIGNALS["enospc_inodes"]
@@ -324,10 +601,31 @@ def triage(lines: list[str], *, exit_code: int | None = None, exit_signal: str |
         for h in hits:
             if h.rule.id == "signal.sigkill":
                 h.rule, h.role = SIGNALS["sigkill_after_term"], "sigterm"
-    _resolve_sigterm(hits, worker_exits)
 
-    groups = _group(hits)
+    trend = [h for h in hits if h.role == "trend"]
+    live = [h for h in hits if not h.survived and h.role != "trend"]
+    survived = [h for h in hits if h.survived and h.role != "trend"]
+    if trend and _overflow_collapse(scan.overflow):
+        for h in trend:
+            h.rule, h.role, h.severity = SCALE_COLLAPSE, "cause", "error"
+        live += trend
+    elif trend and any(not h.survived for h in trend) and any(h.fatal or h.final for h in live):
+        for h in trend:  # a run that died while overflowing: the overflow is the likeliest cause named
+            h.role, h.severity = "cause", "warn"
+        live += [h for h in trend if not h.survived]
+    live.sort(key=lambda h: h.index)
+    _resolve_sigterm(live, scan.worker_exits)
+
+    groups = _group(live)
     primary = _pick_primary(groups)
+    if primary is None or (primary.cascade or primary.cls in _CASCADE_CLASSES):
+        revived = _root_before_fatal(survived, live)
+        if revived:
+            for h in revived:
+                h.survived = False
+            survived = [h for h in survived if h.survived]
+            groups = _group(live + revived)
+            primary = _pick_primary(groups)
     if primary is not None and not primary.cascade:
         # a bare non-zero exit adds nothing once its cause is known
         groups = [g for g in groups if not (g.cascade and all(h.rule.id in _BARE_EXIT for h in g.hits))]
@@ -335,7 +633,13 @@ def triage(lines: list[str], *, exit_code: int | None = None, exit_signal: str |
             if g is not primary and (g.cascade or g.cls in _CASCADE_CLASSES):
                 g.severity = "info"
                 g.title = f"{g.title} (cascade of {primary.cls})"
+                g.confidence = min(g.confidence, 0.4)
     ordered = sorted(groups, key=lambda g: (g is not primary, *_rank(g)))
+    for g in _group(survived):
+        if g.cls in {x.cls for x in ordered}:
+            continue
+        g.severity, g.title, g.confidence = "info", f"{g.title} (survived: training went on)", 0.2
+        ordered.append(g)
 
     findings: list[Finding] = []
     repeated: list[str] = []
@@ -348,24 +652,26 @@ def triage(lines: list[str], *, exit_code: int | None = None, exit_signal: str |
             repeated.append(g.cls)
             continue
         demoted = g.severity == "info" and g is not primary
-        findings.append(finding(g.cls, g.severity, g.title, gotcha=g.best.rule.gotcha, evidence=_evidence(g),
-                                remedy="" if demoted else g.best.rule.remedy))
+        findings.append(tfinding(g.cls, g.severity, g.title, confidence=g.confidence, gotcha=g.best.rule.gotcha,
+                                 evidence=_evidence(g), remedy="" if demoted else g.best.rule.remedy))
     return TriageResult(primary=primary.cls if primary else "healthy", findings=findings, repeated=repeated,
                         fingerprints=sorted(every - batch) + sorted(batch))
-
 
 
 class TriageReport(BaseModel):
     """The answer for a pasted log: what `triage_log` and `mcp-gpu triage` return."""
 
     primary: str = Field(description="the root-cause class (cuda_oom, host_oom_killed, nan_inf, ...) or 'healthy'")
+    confidence: float = Field(default=0.0, description="the primary finding's confidence (0 when healthy)")
     findings: list[Finding] = Field(default_factory=list, description="root cause first; cascades of it are marked info")
 
 
-MAX_TEXT_LINES = 20_000
-
-
 def triage_text(text: str, exit_code: int | None = None) -> TriageReport:
-    """Triage a whole pasted log (its last `MAX_TEXT_LINES` lines)."""
-    result = triage(text.splitlines()[-MAX_TEXT_LINES:], exit_code=exit_code)
-    return TriageReport(primary=result.primary, findings=result.findings)
+    """Triage a whole pasted log, linear in its size."""
+    if "\x1b" in text:
+        text = ANSI.sub("", text)
+    result = _triage_text(text, exit_code=exit_code, complete=True)
+    conf = 0.0
+    if result.primary != "healthy" and result.findings and isinstance(result.findings[0], TriageFinding):
+        conf = result.findings[0].confidence
+    return TriageReport(primary=result.primary, confidence=conf, findings=result.findings)

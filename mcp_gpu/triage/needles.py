@@ -6,6 +6,12 @@ lines that hold one (a substring test is far cheaper than a regex search, and mo
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
 _META = set(".^$*+?{}[]()|")
 
 
@@ -95,3 +101,84 @@ def needles_of(pattern: str) -> tuple[str, ...] | None:
             return None
         found.append(literal)
     return tuple(found)
+
+
+# Characters from common to rare in training logs (roughly): a needle piece starting late in this list is seen
+# at few positions. Characters not listed count as rarest.
+_COMMON = " e0t1a2o3i4n5s6r7l8c9d:u.m/p_h-g|f,b[]=y()w'k\"vx%<>zjq"
+ANCHOR_MIN = 5
+
+
+def anchor(needle: str) -> str:
+    """The tail of `needle` (at least ANCHOR_MIN characters) that starts at its rarest character."""
+    if len(needle) <= ANCHOR_MIN:
+        return needle
+
+    def rank(i: int) -> int:
+        j = _COMMON.find(needle[i])
+        return len(_COMMON) if j < 0 else j
+
+    best = max(range(len(needle) - ANCHOR_MIN + 1), key=lambda i: (rank(i), -i))
+    return needle[best:]
+
+
+def trie_pattern(words: Iterable[str]) -> str:
+    """One regex matching any of `words`, factored by common prefixes (the longest word at a position wins).
+
+    Python's regex engine tries the alternatives of a flat `a|b|c` one by one at every position; factored, it
+    tests a few first characters per position, so one search for hundreds of needles stays near a plain scan."""
+    root: dict[str, Any] = {}
+    for w in words:
+        node = root
+        for c in w:
+            node = node.setdefault(c, {})
+        node[""] = {}
+
+    def emit(node: dict[str, Any]) -> str:
+        ends = "" in node
+        branches = [re.escape(c) + emit(node[c]) for c in sorted(k for k in node if k)]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if ends:
+            return "(?:" + body + ")?" if len(branches) == 1 else body + "?"
+        return body
+
+    return emit(root)
+
+
+class NeedleFinder(Generic[T]):
+    """Which owners (rules, signals) have a needle in a text, found in one pass over the lower-cased text."""
+
+    def __init__(self, owners: Mapping[str, Iterable[T]]) -> None:
+        needles = {n for n in owners if n}
+        if not needles:
+            raise ValueError("no needles")
+        # a zero-width lookahead sees overlapping needles that start at different places
+        self.finder = re.compile("(?=(" + trie_pattern(sorted(needles)) + "))")
+        # To find the lines that may hold a needle, any piece of every needle will do (a line holding "out of
+        # memory" holds "memory"): each needle is cut to start at its rarest character (`anchor`), and pieces that
+        # contain another piece are dropped. The regex engine then skips most positions on their first character.
+        # A line found this way is searched again for its real needles.
+        pieces = {anchor(n) for n in needles}
+        minimal = sorted(n for n in pieces if not any(o != n and o in n for o in pieces))
+        self.first = re.compile(trie_pattern(minimal))
+        # a match is the longest needle at its position; the shorter needles it starts with are there too
+        self._owners: dict[str, frozenset[T]] = {}
+        for n in needles:
+            acc: set[T] = set()
+            for p in needles:
+                if n.startswith(p):
+                    acc.update(owners[p])
+            self._owners[n] = frozenset(acc)
+
+    def needles_in(self, low: str, start: int = 0, end: int | None = None) -> set[str]:
+        """The needles found in `low[start:end]` (`low` already lower-cased)."""
+        it = self.finder.finditer(low, start) if end is None else self.finder.finditer(low, start, end)
+        return {m.group(1) for m in it}
+
+    def owners_of(self, found: Iterable[str]) -> set[T]:
+        out: set[T] = set()
+        for n in found:
+            out |= self._owners.get(n, frozenset())
+        return out

@@ -1,0 +1,208 @@
+"""One linear pass over a log: which lines hold a rule's needle, where tracebacks end, where progress resumes.
+
+A rule's regex is tried only on the lines that hold one of its needles (`Rule.needles`). The needles of every rule
+are found in a single search over the whole lower-cased text with one regex built as a trie (`_trie`): Python's
+regex engine then tests a handful of first characters per position instead of every needle, so the cost grows
+with the size of the log and hardly with the number of rules. Lines without a needle (nearly all lines of a
+healthy log) are never split out or looked at one by one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from mcp_gpu.triage.needles import NeedleFinder
+from mcp_gpu.triage.rules import RULES, Rule
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+# What launchers put before each line: torchrun's [rank0]:, srun's "0: ", Ray's (Worker pid=1), NCCL's
+# host:pid:tid [dev], Open MPI's [1,0]<stderr>:, and pdsh/DeepSpeed's "worker-1: " host names.
+PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s?|\d{1,4}: (?=\S)|\(\w+ pid=\d+[^)]*\)\s|"
+                    r"\S+:\d+:\d+ \[\d+\] |\[\d+,\d+\]<std(?:out|err)>:|"
+                    r"(?:[a-z][\w-]*?\d+|\d{1,3}(?:\.\d{1,3}){3}): )")
+TB_HEADER = "traceback (most recent call last)"
+_TB_HEADER_RE = re.compile(r"(?:^|\s)(?:Original )?Traceback \(most recent call last\):?")
+# structural needles: the exception line of a crash without its traceback header, and torchrun's exit codes
+_STRUCTURAL = (TB_HEADER, "error", "exception", "exitcode", "mounted on", "fatal", "critical")
+
+
+class NeedleIndex:
+    """All needles of the rule table, found in one pass; per line the rules worth trying."""
+
+    def __init__(self, rules: tuple[Rule, ...]) -> None:
+        self.rules = rules
+        owners: dict[str, set[int]] = {n: set() for n in _STRUCTURAL}
+        for i, rule in enumerate(rules):
+            for n in rule.needles or ():
+                owners.setdefault(n, set()).add(i)
+        self._needles = NeedleFinder(owners)
+        self.first = self._needles.first
+
+    def candidates(self, found: Iterable[str]) -> list[Rule]:
+        """The rules whose needles are among `found` (needle matches in one line), in table order."""
+        return [self.rules[i] for i in sorted(self._needles.owners_of(found))]
+
+    def needles_in(self, low_line: str) -> set[str]:
+        return self._needles.needles_in(low_line)
+
+
+INDEX = NeedleIndex(RULES)
+
+
+@dataclass
+class Line:
+    """A physical line of the log that holds at least one needle."""
+
+    start: int
+    end: int
+    found: set[str]
+
+
+BLOCK = 1 << 20  # characters lower-cased and searched per step: the GIL is let go between steps
+
+
+def needle_lines(text: str) -> Iterator[Line]:
+    """The lines of `text` holding a needle, in order.
+
+    The text is taken in blocks of about `BLOCK` characters cut at line ends; each block is lower-cased and
+    searched for the first needle of a line, the search resuming at the next line, so each character is looked
+    at about once. Each regex call is short, so a worker thread running this leaves the event loop its turns."""
+    first = INDEX.first
+    n = len(text)
+    base = 0
+    while base < n:
+        stop = text.find("\n", min(n, base + BLOCK))
+        stop = n if stop < 0 else stop
+        m_len = stop - base
+        low = text[base:stop].lower() + "\n"  # every line ends in a newline, the last one too (needles like "inf\n")
+        pos = 0
+        while pos < m_len:
+            m = first.search(low, pos)
+            if m is None or m.start() >= m_len:
+                break
+            at = m.start()
+            start = low.rfind("\n", 0, at) + 1
+            end = low.find("\n", at)
+            found = INDEX.needles_in(low[start:end + 1])
+            if found:  # the piece found may belong to no whole needle on this line
+                yield Line(base + start, base + end, found)
+            pos = end + 1
+        base = stop + 1
+
+
+def clean_segments(raw: str) -> list[str]:
+    """One raw physical line → the lines worth judging: colours and rank prefixes gone, tqdm redraws split apart.
+
+    A carriage return followed by ':' or a quote is bash echoing a CRLF script, so it is kept as a visible `\\r`."""
+    text = ANSI.sub("", raw).rstrip("\r\n") if "\x1b" in raw else raw.rstrip("\r\n")
+    if "\r" in text:
+        parts = text.split("\r")
+        if any(p[:1] in (":", "'", '"') for p in parts[1:]):
+            segments = [text.replace("\r", "\\r")]
+        else:
+            segments = [p for p in parts if p.strip()]
+    else:
+        segments = [text]
+    return [PREFIX.sub("", s.rstrip(), count=1) for s in segments]
+
+
+def is_tb_header(line: str) -> bool:
+    return _TB_HEADER_RE.search(line) is not None
+
+
+def tb_rest(line: str) -> str | None:
+    """None if `line` holds no traceback header; else the text after the header ('' for a normal header)."""
+    m = _TB_HEADER_RE.search(line)
+    if m is None:
+        return None
+    return line[m.end():].strip()
+
+
+# Training going on: a progress bar, a step/epoch counter, a finite loss, or a stage reported done.
+_PROGRESS = re.compile(
+    r"(?<!\d)(?:[1-9]\d?|100)%\|| [1-9]\d*/\d+ \[\d|\d\s*(?:it/s|s/it|[kMG]?B/s)\b|"
+    r"\b(?:step|steps|iter|iteration|epoch|global_step|num_updates|update|batch)\b['\"]?\s*[:=#]?\s*\[?\s*(?!0\b)\d|"
+    r"^Exception ignored in\b|"
+    r"\b(?:train_|training_)?loss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d|"
+    r"\b(?:successfully|succeeded|(?:training|download|upload|epoch|step) (?:completed|complete|finished|done)|"
+    r"(?:saved|saving) (?:model|checkpoint)|resum(?:ed|ing) (?:training|from)|continu(?:e|"
+    r"ing) training)\b", re.IGNORECASE | re.MULTILINE)
+# a finite loss value: what a NaN/inf loss needs after it to count as survived
+# (a validation or test loss does not count: the training loss is what went bad)
+_FINITE_LOSS = re.compile(r"(?<![\w/])(?<!validation )(?<!valid )(?<!val )(?<!eval )(?<!test )(?:train[_/ ]?)?"
+                          r"loss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d", re.IGNORECASE)
+_NOT_PROGRESS = re.compile(r"^\s*File \"|wandb|\b(?:nan|inf|fail(?:ed|ure|s)?|errors?|exception|abort(?:ed|ing)?|"
+                           r"killed|terminat\w*|timed out|timeout|refused|denied|exit(?:ed|code)?|not finite)\b",
+                           re.IGNORECASE)
+
+
+_NAN_VALUE = re.compile(r"[:=]\s*(?:tensor\()?['\"]?[-+]?(?:nan|inf)\b", re.IGNORECASE)
+
+
+_BAR = re.compile(r"\d%\||(?:it/s|s/it)\]|\[=+>?\.*\]")
+
+
+class _Cached:
+    """`search(pos)` → the first match at or after pos; asked at non-decreasing positions, each stretch of text is
+    searched at most once (the answer for pos stays valid for every later pos up to it)."""
+
+    def __init__(self, search: Callable[[int], int | None]) -> None:
+        self._search = search
+        self._from = -1
+        self._found: int | None = None
+
+    def __call__(self, pos: int) -> int | None:
+        if self._from >= 0 and pos >= self._from and (self._found is None or self._found >= pos):
+            return self._found
+        self._from = pos
+        self._found = self._search(pos)
+        return self._found
+
+
+class ProgressFinder:
+    """The next line of real progress (or of a finite training loss) after a position."""
+
+    def __init__(self, text: str, hit_lines: set[int]) -> None:
+        self.text = text
+        self.hit_lines = hit_lines
+        self.after = _Cached(self._progress)
+        # a second cursor for "and then more progress", asked at positions of its own
+        self.after_next = _Cached(self._progress)
+        self.finite_loss_after = _Cached(self._finite_loss)
+
+    def is_bar(self, start: int) -> bool:
+        """Whether the line starting at `start` is a progress bar (tqdm and the like)."""
+        end = self.text.find("\n", start)
+        return _BAR.search(self.text, start, len(self.text) if end < 0 else end) is not None
+
+    def _line(self, m: re.Match[str]) -> tuple[int, int]:
+        start = self.text.rfind("\n", 0, m.start()) + 1
+        end = self.text.find("\n", m.end())
+        return start, len(self.text) if end < 0 else end
+
+    def _progress(self, pos: int) -> int | None:
+        while True:
+            m = _PROGRESS.search(self.text, pos)
+            if m is None:
+                return None
+            start, end = self._line(m)
+            if start < pos:  # the rest of a line that began before pos
+                pos = end + 1
+                continue
+            line = self.text[start:end]
+            last = clean_segments(line)[-1] if line else ""
+            if start not in self.hit_lines and (last.startswith("Exception ignored in") or not _NOT_PROGRESS.search(last)):
+                return start
+            pos = end + 1
+
+    def _finite_loss(self, pos: int) -> int | None:
+        while True:
+            m = _FINITE_LOSS.search(self.text, pos)
+            if m is None:
+                return None
+            start, end = self._line(m)
+            if start >= pos and not _NAN_VALUE.search(self.text, start, end):
+                return start
+            pos = end + 1

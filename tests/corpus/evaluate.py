@@ -1,0 +1,90 @@
+"""Run the triage engine on every corpus excerpt and score it: accuracy, false alarms, per-class figures."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from mcp_gpu.triage.engine import triage_text
+from tests.corpus.loader import LABELS, Excerpt, load
+
+THRESHOLD = 0.95  # held-out primary-class accuracy the test demands (issue 12)
+# The engine refines two external stops beyond the fixed set (a scheduler time limit, a deliberate cancel); the
+# corpus labels them with the fixed class they refine (added while tuning on the development part).
+REFINES = {"time_limit": "preempted", "cancelled": "preempted"}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    excerpt: Excerpt
+    predicted: str
+
+    @property
+    def correct(self) -> bool:
+        return self.predicted == self.excerpt.label
+
+    @property
+    def false_alarm(self) -> bool:
+        return self.excerpt.label == "healthy" and self.predicted != "healthy"
+
+    @property
+    def missed(self) -> bool:
+        """A real failure called healthy."""
+        return self.excerpt.label != "healthy" and self.predicted == "healthy"
+
+
+@dataclass
+class Score:
+    split: str
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def correct(self) -> int:
+        return sum(o.correct for o in self.outcomes)
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.n if self.n else 0.0
+
+    @property
+    def healthy(self) -> int:
+        return sum(o.excerpt.label == "healthy" for o in self.outcomes)
+
+    @property
+    def false_alarms(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.false_alarm]
+
+    @property
+    def missed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.missed]
+
+    def confusion(self) -> Counter[tuple[str, str]]:
+        return Counter((o.excerpt.label, o.predicted) for o in self.outcomes)
+
+    def per_class(self) -> dict[str, tuple[int, int, int]]:
+        """label → (true positives, predicted as it, actually it)."""
+        out = {}
+        for cls in LABELS:
+            tp = sum(o.correct and o.excerpt.label == cls for o in self.outcomes)
+            pred = sum(o.predicted == cls for o in self.outcomes)
+            actual = sum(o.excerpt.label == cls for o in self.outcomes)
+            out[cls] = (tp, pred, actual)
+        return out
+
+    def line(self) -> str:
+        return (f"{self.split}: {self.correct}/{self.n} primary class right ({100 * self.accuracy:.1f} %), "
+                f"false alarms {len(self.false_alarms)}/{self.healthy} healthy, "
+                f"failures called healthy {len(self.missed)}/{self.n - self.healthy}")
+
+
+def evaluate(excerpts: list[Excerpt] | None = None) -> dict[str, Score]:
+    """Score both splits: {'development': Score, 'held-out': Score}."""
+    scores = {"development": Score("development"), "held-out": Score("held-out")}
+    for ex in excerpts if excerpts is not None else load():
+        primary = triage_text(ex.text).primary
+        scores[ex.split].outcomes.append(Outcome(ex, REFINES.get(primary, primary)))
+    return scores
