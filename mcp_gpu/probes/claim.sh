@@ -18,12 +18,15 @@ mkdir -p -- "$names" || exit 12
 c=$names/$name
 holder_alive() {
   local rd=$root/$1 pg='' wp=''
-  [ -d "$rd" ] && [ ! -e "$rd/exit_code" ] || return 1
-  wp=$(head -c 32 -- "$rd/wrapper_pid" 2>/dev/null)
-  case $wp in '' | *[!0-9]*) wp= ;; *) kill -0 "$wp" 2>/dev/null && return 0 ;; esac
-  pg=$(head -c 32 -- "$rd/pgid" 2>/dev/null)
-  case $pg in '' | *[!0-9]* | 0 | 1) pg= ;; *) kill -0 -- "-$pg" 2>/dev/null && return 0 ;; esac
-  [ -z "$pg" ] && [ -z "$wp" ] && [ -n "$(find "$rd" -maxdepth 0 -newermt '-120 seconds' 2>/dev/null)" ]
+  [ -e "$rd/exit_code" ] && return 1
+  if [ -d "$rd" ]; then
+    wp=$(head -c 32 -- "$rd/wrapper_pid" 2>/dev/null)
+    case $wp in '' | *[!0-9]*) wp='' ;; *) kill -0 "$wp" 2>/dev/null && return 0 ;; esac
+    pg=$(head -c 32 -- "$rd/pgid" 2>/dev/null)
+    case $pg in '' | *[!0-9]* | 0 | 1) pg='' ;; *) kill -0 -- "-$pg" 2>/dev/null && return 0 ;; esac
+  fi
+  # nothing recorded yet (no run dir, or no process in it): a launch in progress holds the name for two minutes
+  [ -z "$pg" ] && [ -z "$wp" ] && [ -n "$(find "$c" -maxdepth 0 -newermt '-120 seconds' 2>/dev/null)" ]
 }
 for _ in 1 2 3 4 5; do
   if mkdir -m 700 -- "$c" 2>/dev/null; then

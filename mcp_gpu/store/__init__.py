@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,15 +30,27 @@ class Store:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             self.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
             self.conn.row_factory = sqlite3.Row
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA foreign_keys=ON")
             self.conn.execute("PRAGMA busy_timeout=10000")
+            self._wal()
+            self.conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the registry at {self.path}: {exc}",
                              hint="check MCP_GPU_HOME points at a writable directory") from exc
         self._lock = threading.RLock()
         self._depth = 0
         self.migrate()
+
+    def _wal(self) -> None:
+        """Switch to WAL. Several processes opening a new registry at once (three `mcp-gpu launch` racing) can get
+        SQLITE_BUSY here without the busy handler being consulted, so retry for a few seconds."""
+        for attempt in range(50):
+            try:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if ("locked" not in str(exc) and "busy" not in str(exc)) or attempt == 49:
+                    raise
+                time.sleep(0.1)
 
     def migrate(self) -> list[str]:
         """Apply pending migrations, each in one transaction together with its record."""
