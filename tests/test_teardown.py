@@ -124,11 +124,11 @@ async def test_an_unregistered_host_or_one_without_an_instance_id_points_at_regi
     with pytest.raises(NotFoundError) as e:
         await request_teardown(app, "nobox", reason="x")
     assert "register_host" in (e.value.hint or "")
-    register_host_record(app.store, "half", "user@10.0.0.9", "runpod", None)
+    register_host_record(app.store, "half", "user@127.0.0.1:1", "runpod", None)
     with pytest.raises(ConfigError) as e2:
         await request_teardown(app, "half", reason="x")
     assert "instance id" in e2.value.message and "register_host" in (e2.value.hint or "")
-    register_host_record(app.store, "noplat", "user@10.0.0.9", None, None)
+    register_host_record(app.store, "noplat", "user@127.0.0.1:1", None, None)
     with pytest.raises(ConfigError, match="no platform"):
         await request_teardown(app, "noplat", reason="x")
 

@@ -1,0 +1,284 @@
+"""Reading one log text: every line holding a rule's needles is judged in order, tracebacks are walked to their
+final exception line, pasted `df` tables and the fp16 loss-scale series are collected. The engine (`engine.py`)
+decides what the hits mean; this module only finds them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mcp_gpu.models import SEVERITY_RANK, Severity
+from mcp_gpu.triage.rules import (
+    DF_DISK,
+    DF_FULL_PERCENT,
+    DF_INODES,
+    FRAME_HINT_CONFIDENCE,
+    FRAME_HINTS,
+    GENERIC_TRACEBACK,
+    LOG_ERROR,
+    NAN_ASSERT,
+    RULES,
+    TRUNCATED_TRACEBACK,
+    Role,
+    Rule,
+)
+from mcp_gpu.triage.scan import INDEX, clean_segments, is_tb_header, needle_lines, tb_rest
+from mcp_gpu.untrusted import clean_line as clean_remote
+
+EVIDENCE_CHARS = 320
+
+
+TRACEBACK_WALK = 400  # lines a traceback may span before its final exception line
+
+
+_DF_HEADER = re.compile(r"^\s*Filesystem\s.*?\b(I?Use%)\s+Mounted on\s*$")
+
+
+_DF_ROW = re.compile(r"^\s*(\S+)\s+(?:\S+\s+){2,3}(\d{1,3})%\s+(/\S*)\s*$")
+
+
+# a traceback from a thread that only feeds a queue (multiprocessing's feeder): the process itself goes on
+_BACKGROUND_FRAME = re.compile(r"multiprocessing[/\\]queues\.py\S*, line \d+, in _feed\b")
+
+
+_LOG_ERROR = re.compile(r"^\s*(?:\[?(?:ERROR|FATAL|CRITICAL|Error|Fatal)\]?[:\s]|[EF]\d{4} \d\d:\d\d:\d\d|"
+                        r"[\w.-]+: (?:error|fatal): |"
+                        r".*?(?:\s|\[|\|)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s|\|))")
+
+
+_ANNOUNCES = re.compile(r"\b(?:ERROR|WARN(?:ING)?|CRITICAL|[Ee]rror|[Ww]arning|[Ee]xception|[Cc]aught|[Ii]gnor\w*|"
+                        r"[Rr]etry\w*|[Ss]kipp\w*|[Ff]ailed)\b|^\s*[EWF]\d{4} |:\s*$")
+
+
+_FINITE_CHECK = re.compile(r"isnan|isinf|isfinite|\bnan\b|\binf\b", re.IGNORECASE)
+
+
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?::\s|:?$)")
+
+
+_WORKER_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
+
+
+_SCALE = re.compile(r"(?:reducing (?:loss scale )?to|loss[ _]scale(?: to)?:?|scale(?:r)? to:?|new scale:?|scale =)\s*"
+                    r"([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)", re.IGNORECASE)
+
+
+@dataclass
+class _Hit:
+    rule: Rule
+    index: int  # character offset of the line in the log: the order of events
+    line: str
+    severity: Severity
+    role: Role
+    final: bool = False  # the final exception line of a traceback
+    survived: bool = False  # training went on after it
+    uncaught: bool = False  # ended a traceback nothing announced as caught: the process died there
+
+    @property
+    def cls(self) -> str:
+        return self.rule.cls
+
+    @property
+    def fatal(self) -> bool:
+        return self.rule.fatal or self.uncaught
+
+
+def _match(line: str, found: set[str] | None = None) -> Rule | None:
+    """The first rule (in table order) whose regex matches `line`; only rules whose needles it holds are tried."""
+    for rule in INDEX.candidates(found if found is not None else INDEX.needles_in(line.lower() + "\n")):
+        if rule.pattern.search(line):
+            return rule
+    return None
+
+
+def _trim(line: str) -> str:
+    """An evidence line: remote text, so escape sequences and control characters go (`untrusted.clean_line`)."""
+    line = clean_remote(line).strip()
+    return line if len(line) <= EVIDENCE_CHARS else line[: EVIDENCE_CHARS - 1] + "…"
+
+
+class _Scan:
+    """The hits of one log text, in order, with the tracebacks walked and the overflow series collected."""
+
+    def __init__(self, text: str, crashed: bool, complete: bool) -> None:
+        self.text = text
+        # a bare exception line (no traceback header) ended the run if the process crashed, or if this is the
+        # whole log and nothing came after it; in a batch of a running job's lines it may be a logged warning
+        self.bare_exceptions = crashed or complete
+        self.hits: list[_Hit] = []
+        self.worker_exits: list[str] = []
+        self.overflow: list[tuple[int, float | None]] = []
+        self.hit_lines: set[int] = set()
+        self.df_bytes_max: int | None = None  # fullest real filesystem in a pasted `df` (bytes) table
+        self._skip_to = 0
+        for line in needle_lines(text):
+            if line.start < self._skip_to:
+                continue  # a frame of a traceback already walked
+            self._judge_line(line.start, line.end, line.found)
+
+    def _ignored_before(self, header: int) -> bool:
+        """Whether the line before a traceback header says Python printed the exception and went on."""
+        prev_end = header - 1
+        if prev_end <= 0:
+            return False
+        prev_start = self.text.rfind("\n", 0, prev_end) + 1
+        return self.text.startswith("Exception ignored in", prev_start) or \
+            "Exception ignored in" in self.text[prev_start:prev_end][:40]
+
+    def _announced_before(self, header: int) -> bool:
+        """Whether the line before a traceback header is a log record or a message introducing it (how a caught
+        and logged exception is printed: `logger.exception`, "Exception in thread", "Retrying after error:"). An
+        uncaught exception's traceback follows whatever the program printed last, often a progress line; progress
+        printed after it is then the rest of a buffered stdout, flushed at exit, not training going on."""
+        prev_end = header - 1
+        while prev_end > 0:
+            prev_start = self.text.rfind("\n", 0, prev_end) + 1
+            prev = self.text[prev_start:prev_end]
+            if prev.strip():
+                segs = clean_segments(prev)
+                return _ANNOUNCES.search(segs[-1] if segs else prev) is not None
+            prev_end = prev_start - 1
+        return False
+
+    def _physical(self, start: int) -> tuple[str, int]:
+        end = self.text.find("\n", start)
+        end = len(self.text) if end < 0 else end
+        return self.text[start:end], end
+
+    def _judge_line(self, start: int, end: int, found: set[str]) -> None:
+        raw = self.text[start:end]
+        if "exitcode" in found:
+            self.worker_exits += _WORKER_EXIT.findall(raw)
+        segments = clean_segments(raw)
+        if "mounted on" in found and len(segments) == 1 and (df := _DF_HEADER.match(segments[0])):
+            self._walk_df(end + 1, inodes=df.group(1) == "IUse%")
+            return
+        for seg in segments:
+            rest = tb_rest(seg)
+            if rest is None:
+                continue
+            if rest:  # a traceback pasted on one line: judge the whole of it as its final line
+                self._skip_to = end + 1
+                self._judge(start, rest, final=True, found=None)
+            else:
+                self._walk_traceback(start, end + 1)
+            return
+        for seg in segments:
+            if seg.strip():
+                # a launcher prefix only removes text, so the line's needles still cover the segment
+                self._judge(start, seg, final=False, found=found if len(segments) == 1 and "\r" not in raw else None)
+
+    def _walk_df(self, pos: int, *, inodes: bool) -> None:
+        """The rows of a pasted `df` table: a real filesystem at 98 % or more is full (of bytes, or of inodes)."""
+        for _ in range(200):
+            if pos >= len(self.text):
+                break
+            raw, end = self._physical(pos)
+            row = _DF_ROW.match(raw)
+            if row is None:
+                break
+            device, percent, mount = row.groups()
+            real = not device.startswith("/dev/loop") and not mount.startswith("/snap")
+            if real and not inodes:
+                self.df_bytes_max = max(self.df_bytes_max or 0, int(percent))
+            if int(percent) >= DF_FULL_PERCENT and real:
+                self.hits.append(_Hit(DF_INODES if inodes else DF_DISK, pos, raw.strip(), "critical", "cause"))
+                self.hit_lines.add(pos)
+            pos = end + 1
+        self._skip_to = pos
+
+    def _walk_traceback(self, header: int, pos: int) -> None:
+        """From just after a traceback header to its final exception line, which is judged (the frames are not).
+
+        A log that ends inside a traceback ended with the crash: its last frame stands for the exception."""
+        text = self.text
+        last_frame = ""
+        frames: list[str] = []
+        ignored = self._ignored_before(header)
+        for _ in range(TRACEBACK_WALK):
+            if pos >= len(text):
+                self._skip_to = pos
+                if last_frame:
+                    # a fatal sign, but it names no cause: anything named beats it
+                    self.hits.append(_Hit(TRUNCATED_TRACEBACK, header,
+                                          f"(the log ends inside a traceback) {last_frame}", "error", "cascade",
+                                          survived=ignored))
+                    hint = _frame_hint(frames)
+                    if hint is not None:
+                        self.hits.append(_Hit(hint[0], header, hint[1], "warn", "cause", survived=ignored))
+                return
+            raw, end = self._physical(pos)
+            segs = clean_segments(raw)
+            line = segs[-1] if segs else ""
+            if not line.strip() or line[0] in " \t" or line.lstrip().startswith(("^", "~")):
+                if line.strip() and not line.lstrip().startswith(("^", "~")):
+                    last_frame = line.strip()
+                    if last_frame.startswith("File "):
+                        frames.append(last_frame)
+                    ignored = ignored or _BACKGROUND_FRAME.search(line) is not None
+                pos = end + 1
+                continue
+            if is_tb_header(line):  # a second header (another rank, or a chained traceback) restarts the walk
+                pos = end + 1
+                continue
+            self._skip_to = end + 1
+            before = len(self.hits)
+            self._judge(pos, line, final=True, found=None)
+            if (len(self.hits) > before and self.hits[-1].rule is GENERIC_TRACEBACK and line.startswith("AssertionError")
+                    and last_frame and _FINITE_CHECK.search(last_frame)):
+                # an assertion guarding finiteness (`assert not torch.isnan(loss)`): the values went NaN/inf
+                self.hits[-1] = _Hit(NAN_ASSERT, pos, f"{line.strip()} at: {last_frame}", "error", "cause", final=True)
+            caught = ignored or self._announced_before(header)
+            for h in self.hits[before:]:
+                h.survived = h.survived or ignored
+                h.uncaught = not caught
+            return
+        self._skip_to = pos
+
+    def _judge(self, index: int, line: str, *, final: bool, found: set[str] | None) -> None:
+        rule = _match(line, found)
+        if rule is None:
+            if final or (self.bare_exceptions and _EXC_LINE.match(line)):
+                self.hits.append(_Hit(GENERIC_TRACEBACK, index, line, "error", "cause", final=final))
+                self.hit_lines.add(index)
+            elif self.bare_exceptions and _LOG_ERROR.match(line):
+                self.hits.append(_Hit(LOG_ERROR, index, line, "error", "cascade"))
+                self.hit_lines.add(index)
+            return
+        if rule.role == "ignore":
+            return  # routine: it may still count as progress
+        self.hit_lines.add(index)
+        if rule.role == "trend":
+            m = _SCALE.search(line)
+            scale = None
+            if m:
+                try:
+                    scale = float(m.group(1).rstrip("."))
+                except ValueError:
+                    scale = None
+            self.overflow.append((index, scale))
+            self.hits.append(_Hit(rule, index, line, "info", "trend"))
+            return
+        severity = rule.severity
+        if final and rule.role == "cause" and SEVERITY_RANK[severity] < SEVERITY_RANK["error"]:
+            severity = "error"  # the exception that ended the run, not a logged warning
+        self.hits.append(_Hit(rule, index, line, severity, rule.role, final=final))
+
+
+_HINT_RULES: dict[str, Rule] = {}
+
+
+def _frame_hint(frames: list[str]) -> tuple[Rule, str] | None:
+    """The subsystem the deepest recognisable frame of a cut-off traceback belongs to, as a weak finding."""
+    for frame in reversed(frames):
+        for pattern, cls in FRAME_HINTS:
+            if pattern.search(frame):
+                rule = _HINT_RULES.get(cls)
+                if rule is None:
+                    base = next((r for r in RULES if r.cls == cls and r.role == "cause"), GENERIC_TRACEBACK)
+                    rule = Rule(f"hint.{cls}", cls, "warn", f"the log ends inside a traceback in {cls} code",
+                                base.pattern, base.remedy, base.gotcha, "cause", None, False, FRAME_HINT_CONFIDENCE)
+                    _HINT_RULES[cls] = rule
+                return rule, f"(the log ends inside a traceback, last in {cls} code) {frame}"
+    return None
