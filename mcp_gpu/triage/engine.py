@@ -129,7 +129,7 @@ def _mark_survived(hits: list[_Hit], progress: ProgressFinder) -> None:
             continue
         nxt = progress.finite_loss_after(h.index + 1) if h.cls == "nan_inf" and h.role != "trend" else \
             progress.after(h.index + 1)
-        if nxt is not None and (h.final or h.rule is LOG_ERROR) and progress.is_bar(nxt):
+        if nxt is not None and (h.final or h.exception or h.rule is LOG_ERROR) and progress.is_bar(nxt):
             # a crashing process flushes its progress bar once after the traceback: that is not training going on
             nxt = progress.after_next(nxt + 1)
         if nxt is None:

@@ -54,7 +54,22 @@ _ANNOUNCES = re.compile(r"\b(?:ERROR|WARN(?:ING)?|CRITICAL|[Ee]rror|[Ww]arning|[
 _FINITE_CHECK = re.compile(r"isnan|isinf|isfinite|\bnan\b|\binf\b", re.IGNORECASE)
 
 
-_EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?::\s|:?$)")
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?: \(see above for traceback\))?"
+                       r"(?::\s|:?$)")
+
+
+# a frame line of a traceback: the line after it is the frame's source code, not something that happened
+_FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+')
+
+
+# an exception line with no message: the message is on the lines below it (a multi-line `raise X("""...""")`)
+_EMPTY_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):?\s*$")
+EXC_MESSAGE_LINES = 4
+
+
+# a log record at warning level (no error word): what it introduces was reported and passed over
+_WARNING_ONLY = re.compile(r"\b(?:WARN(?:ING)?|[Ww]arning)\b|^\s*W\d{4} ")
+_WORSE_THAN_WARNING = re.compile(r"\b(?:ERROR|CRITICAL|FATAL|[Ee]rror|[Ff]atal|[Ff]ailed)\b")
 
 
 _WORKER_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
@@ -74,6 +89,7 @@ class _Hit:
     final: bool = False  # the final exception line of a traceback
     survived: bool = False  # training went on after it
     uncaught: bool = False  # ended a traceback nothing announced as caught: the process died there
+    exception: bool = False  # a bare exception line (`SomeError: ...` at column 0) outside a walked traceback
 
     @property
     def cls(self) -> str:
@@ -141,6 +157,39 @@ class _Scan:
             prev_end = prev_start - 1
         return False
 
+    def _with_message(self, line: str, pos: int) -> tuple[str, int]:
+        """An exception line with no message, joined with the message lines printed below it (up to a blank line
+        or a new traceback); returns the joined text and where the scan goes on."""
+        parts = [line.strip()]
+        for _ in range(EXC_MESSAGE_LINES):
+            if pos >= len(self.text):
+                break
+            raw, end = self._physical(pos)
+            if not raw.strip() or is_tb_header(raw.strip()) or _FRAME_LINE.match(raw):
+                break
+            parts.append(raw.strip())
+            pos = end + 1
+        return " ".join(parts), pos
+
+    def _optional_import(self, header: int, hits: list[_Hit]) -> bool:
+        """A missing module reported under a warning (`WARNING: triton is not available` + its ImportError): an
+        optional dependency probed and passed over, not the run failing to start."""
+        if not hits or any(h.rule.id not in ("config.module", "config.import") for h in hits):
+            return False
+        prev = self._previous_line(header)
+        return prev is not None and _WARNING_ONLY.search(prev) is not None and not _WORSE_THAN_WARNING.search(prev)
+
+    def _previous_line(self, start: int) -> str | None:
+        """The last non-blank line before the line starting at `start`."""
+        prev_end = start - 1
+        while prev_end > 0:
+            prev_start = self.text.rfind("\n", 0, prev_end) + 1
+            prev = self.text[prev_start:prev_end]
+            if prev.strip():
+                return prev
+            prev_end = prev_start - 1
+        return None
+
     def _physical(self, start: int) -> tuple[str, int]:
         end = self.text.find("\n", start)
         end = len(self.text) if end < 0 else end
@@ -148,6 +197,8 @@ class _Scan:
 
     def _judge_line(self, start: int, end: int, found: set[str]) -> None:
         raw = self.text[start:end]
+        if raw[:1] in " \t" and (prev := self._previous_line(start)) is not None and _FRAME_LINE.match(prev):
+            return  # the source line a traceback frame quotes (`raise OutOfMemoryError(...)`): code, not an event
         if "exitcode" in found:
             self.worker_exits += _WORKER_EXIT.findall(raw)
         segments = clean_segments(raw)
@@ -196,6 +247,7 @@ class _Scan:
         last_frame = ""
         frames: list[str] = []
         ignored = self._ignored_before(header)
+        background = False  # a feeder thread's traceback: reported, not the process dying; progress decides
         for _ in range(TRACEBACK_WALK):
             if pos >= len(text):
                 self._skip_to = pos
@@ -216,7 +268,7 @@ class _Scan:
                     last_frame = line.strip()
                     if last_frame.startswith("File "):
                         frames.append(last_frame)
-                    ignored = ignored or _BACKGROUND_FRAME.search(line) is not None
+                    background = background or _BACKGROUND_FRAME.search(line) is not None
                 pos = end + 1
                 continue
             if is_tb_header(line):  # a second header (another rank, or a chained traceback) restarts the walk
@@ -224,14 +276,19 @@ class _Scan:
                 continue
             self._skip_to = end + 1
             before = len(self.hits)
+            if _EMPTY_EXC.match(line):
+                line, self._skip_to = self._with_message(line, end + 1)
             self._judge(pos, line, final=True, found=None)
             if (len(self.hits) > before and self.hits[-1].rule is GENERIC_TRACEBACK and line.startswith("AssertionError")
                     and last_frame and _FINITE_CHECK.search(last_frame)):
                 # an assertion guarding finiteness (`assert not torch.isnan(loss)`): the values went NaN/inf
                 self.hits[-1] = _Hit(NAN_ASSERT, pos, f"{line.strip()} at: {last_frame}", "error", "cause", final=True)
-            caught = ignored or self._announced_before(header)
+            caught = ignored or background or self._announced_before(header)
+            optional = self._optional_import(header, self.hits[before:])
             for h in self.hits[before:]:
-                h.survived = h.survived or ignored
+                # a feeder thread's unnamed error (a broken pipe to a consumer that left) is routine; a named one
+                # (shared memory full) starves the process, and only progress after it says it was survived
+                h.survived = h.survived or ignored or optional or (background and h.rule is GENERIC_TRACEBACK)
                 h.uncaught = not caught
             return
         self._skip_to = pos
@@ -240,7 +297,8 @@ class _Scan:
         rule = _match(line, found)
         if rule is None:
             if final or (self.bare_exceptions and _EXC_LINE.match(line)):
-                self.hits.append(_Hit(GENERIC_TRACEBACK, index, line, "error", "cause", final=final))
+                self.hits.append(_Hit(GENERIC_TRACEBACK, index, line, "error", "cause", final=final,
+                                      exception=not final))
                 self.hit_lines.add(index)
             elif self.bare_exceptions and _LOG_ERROR.match(line):
                 self.hits.append(_Hit(LOG_ERROR, index, line, "error", "cascade"))
@@ -261,9 +319,10 @@ class _Scan:
             self.hits.append(_Hit(rule, index, line, "info", "trend"))
             return
         severity = rule.severity
+        exception = not final and _EXC_LINE.match(line) is not None
         if final and rule.role == "cause" and SEVERITY_RANK[severity] < SEVERITY_RANK["error"]:
             severity = "error"  # the exception that ended the run, not a logged warning
-        self.hits.append(_Hit(rule, index, line, severity, rule.role, final=final))
+        self.hits.append(_Hit(rule, index, line, severity, rule.role, final=final, exception=exception))
 
 
 _HINT_RULES: dict[str, Rule] = {}

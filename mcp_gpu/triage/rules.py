@@ -156,6 +156,8 @@ def _rule(rule_id: str, cls: str, severity: Severity, title: str, pattern: str, 
 # --- routine lines that only look alarming (first, so that nothing below claims them)
 _rule("ignore.exception_ignored", "traceback", "info", "Python printed and ignored an exception",
       r"^Exception ignored in\b", "", role="ignore")
+_rule("ignore.mlock", "host_oom_killed", "info", "optional memory locking failed (mlock): loading goes on",
+      r"failed to mlock|RLIMIT_MLOCK", "", role="ignore", needles=("failed to mlock", "rlimit_mlock"))
 _rule("ignore.torchrun_sigterm_workers", "traceback", "info", "torchrun stopping the other workers",
       r"Sending process \d+ closing signal SIGTERM|Unable to shutdown process \d+ via", "", role="ignore")
 _rule("ignore.elastic_hint", "traceback", "info", "torchrun hint", r"To enable traceback see: https://pytorch\.org", "",
@@ -257,12 +259,14 @@ _rule("host_oom.kernel", "host_oom_killed", "error", "the kernel OOM killer kill
       r"low on resource: memory|[Kk]illed process \d+|\boom_reaper\b|[Mm]emory pressure|memory (?:usage )?threshold|"
       r"[Ww]orkers? (?:have been |were )?killed due to memory|OutOfMemoryError: Task was killed|"
       r"[Nn]ode (?:is )?(?:running )?low on memory|exceeded (?:its |the )?memory limit|[Mm]emory limit exceeded|"
-      r"[Rr]eason: OOMKilled|[Ee]xit code:? ?137|status:? ?137",
+      r"[Rr]eason: OOMKilled|[Ee]xit code:? ?137|status:? ?137|Tasks state \(memory values in pages\)|"
+      r"\boom_score_adj name\b|Memory cgroup stats for",
       FIX_HOST_OOM, gotcha="U9", fatal=True,
       needles=("out of memory: kill", "memory cgroup out of memory", "oom-kill", "oomkilled", "low on resource: memory",
                "killed process", "oom_reaper", "memory pressure", "memory threshold", "memory usage threshold",
                "killed due to memory", "task was killed", "low on memory", "memory limit", "code 137", "code: 137",
-               "code:137", "status 137", "status: 137", "status:137"))
+               "code:137", "status 137", "status: 137", "status:137", "tasks state (memory values",
+               "oom_score_adj name", "memory cgroup stats for"))
 _rule("host_oom.limits", "host_oom_killed", "error", "a memory limit was exceeded and the process killed",
       r"[Ee]xceeded (?:job |step )?memory limit|out-of-memory handler|excessive memory|exited on signal 9\b|"
       r"[Kk]illed: 9\b|signal 9 \(Killed\)|[Kk]illed by the OOM killer|oom.killer", FIX_HOST_OOM, gotcha="U9", fatal=True,
@@ -286,6 +290,14 @@ _rule("host_oom.alloc", "host_oom_killed", "error", "host RAM exhausted (allocat
                "unable to allocate", "out of host memory", "out of cpu memory", "out of system memory"))
 
 # --- NaN / inf (train.P8, train.P10)
+# fp16/AMP: the first steps overflow while the dynamic loss scale searches down from 2**16, and the logged gradient
+# norm of those skipped steps is nan/inf: a grad-norm NaN on a line of the first 100 iterations is that search.
+_rule("nan.grad_norm_warmup", "nan_inf", "info", "the gradient norm is NaN/inf at warm-up (loss-scale search)",
+      r"^(?=.*\bg(?:rad)?_?norm\b['\"]?\s*[:=]\s*(?:tensor\()?['\"]?[-+]?(?:nan|inf)\b)(?=.*(?:[Ee]poch(?:\(train\))?\s*"
+      r"\[1\]\s*\[(?:\d{1,2}|100)/|'epoch':\s*0\.0[0-2]\d*\b|\b(?:[Ss]tep|[Ii]ter(?:ation)?)\s*[:=]?\s*(?:\d{1,2}|100)\b))",
+      FIX_FP16_SCALE, gotcha="train.P10", needles=("nan", *_INF))
+_rule("nan.tensorboard", "nan_inf", "info", "a logged scalar was NaN/inf (tensorboard's warning names no metric)",
+      r"NaN or Inf found in input tensor", FIX_NAN, gotcha="train.P8", needles=("nan or inf found in input tensor",))
 _rule("nan.loss", "nan_inf", "error", "the loss became NaN/inf",
       r"(?:\b|_)(?:train_|val_|valid_|eval_|test_|total_|train/|val/)?loss(?:_\w+|es)?\b['\"]?(?:\s*[:=]\s*|"
       r"\s+)(?:tensor\()?['\"]?"
@@ -309,7 +321,8 @@ _rule("nan.grad_norm", "nan_inf", "warn", "the gradient norm is NaN/inf",
 # --- CUDA environment (U28, U31, RP9) above the generic CUDA-error rule
 _rule("config.cuda_kernel_image", "import_or_config_error", "error", "the torch build has no kernels for this GPU/CUDA",
       r"no kernel image is available for execution|mismatches the version that was used to compile PyTorch|"
-      r"CUDA driver version is insufficient|CUDA_ERROR_NO_BINARY_FOR_GPU|not compatible with the current PyTorch installation|"
+      r"CUDA driver version is insufficient|NVIDIA driver on your system is too old|"
+      r"driver version (?:is )?(?:too old|older than)|CUDA_ERROR_NO_BINARY_FOR_GPU|not compatible with the current PyTorch installation|"
       r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION", FIX_CUDA_VERSION, gotcha="U28")
 _rule("config.cuda_forward_compat", "import_or_config_error", "error", "the image's CUDA is newer than the host driver",
       r"forward compatibility was attempted on non supported HW|CUDA failure 804|cuda>=[\d.]+.*please update your driver|"
@@ -438,6 +451,8 @@ _rule("config.versions", "import_or_config_error", "error", "a package version d
 _rule("config.argparse", "import_or_config_error", "error", "the command-line arguments are invalid",
       r": error: (?:unrecognized arguments|the following arguments are required|argument |invalid choice)|^usage: \S+ \[-h\]",
       FIX_ARGS, needles=(": error: ", "usage: "))
+_rule("code.monitor_key", "traceback", "error", "a callback monitors a metric the code never logs",
+      r"could not find the monitored key", FIX_TRACEBACK)
 _rule("config.override", "import_or_config_error", "error", "a config override is invalid",
       r"KeyError: .?Override path|is not a mapping|ConfigCompositionException|MissingConfigException|Could not override '|"
       r"\bomegaconf\.errors\.|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|InterpolationResolutionError|"
@@ -501,10 +516,11 @@ _rule("code.scaler", "traceback", "error", "the GradScaler state was not restore
 
 # --- scheduler verdicts (before the SIGTERM rules: a time limit also sends SIGTERM)
 _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit ended the job",
-      r"DUE TO TIME LIMIT|\bDeadlineExceeded\b", FIX_TIME_LIMIT, gotcha="SLURM2", fatal=True, needles=("due to time limit",
+      r"DUE TO TIME LIMIT|\bDeadlineExceeded\b|[Ww]all ?time \d+ exceeded limit|TERM_RUNLIMIT|"
+      r"exceeded (?:the |its )?(?:wall ?time|run ?time) limit|job killed: walltime", FIX_TIME_LIMIT, gotcha="SLURM2", fatal=True, needles=("walltime", "wall time", "term_runlimit", "time limit", "runtime limit", "due to time limit",
                                                                                           "deadlineexceeded"))
 _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted the job",
-      r"DUE TO PREEMPTION|\bPREEMPTED\b|spot/instance-action|[Ss]pot (?:instance )?interruption|[Pp]reemption notice|"
+      r"DUE TO PREEMPTION|\bPREEMPTED\b|[Pp]re-empt(?:ed|ion)\b|PreemptionError|spot/instance-action|[Ss]pot (?:instance )?interruption|[Pp]reemption notice|"
       r"[Ii]nstance was preempted|Reason:\s*Evicted|[Pp]od (?:was )?evicted|low on resource|\b[Pp]reempted\b|"
       r"[Pp]reemption (?:notice|signal|detected|event|warning)|\b[Pp]reempting\b|"
       r"[Tt]ermination [Nn]otice|instance-action|[Ss]pot (?:instance|node|VM|cluster|job|recovery)|"
@@ -517,7 +533,7 @@ _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted
       r"[Ss]hutdown (?:signal|notice)|shutting down (?:the )?(?:instance|node|VM)|\bEVICTED\b|"
       r"(?:[Pp]od|[Nn]ode|[Ii]nstance|[Jj]ob|[Ww]orker|VM)\S* (?:\S+ )?(?:was |has been |is being )?evicted",
       FIX_PREEMPT, gotcha="SLURM2", fatal=True,
-      needles=("preempt", "spot", "termination notice", "instance-action", "interruption", "reason:", "evicted",
+      needles=("preempt", "pre-empt", "spot", "termination notice", "instance-action", "interruption", "reason:", "evicted",
                "low on resource", "recovering", "replica", "node was", "node drained", "node terminated",
                "node reclaimed", "node deleted", "node shut", "node removed", "node lost", "node failed", "node_fail",
                "nodenotready", "marked dead", "died", "instance", "maintenance event", "hosterror", "reclaim",
@@ -614,7 +630,8 @@ _rule("gpu.lost", "cuda_device_error", "error", "the GPU needs a reset or is gon
       FIX_XID, gotcha="U22", needles=("gpu requires reset", "unable to determine the device handle", "gpu",
                                       "fell off the bus"))
 _rule("ckpt.more", "checkpoint_corrupt", "error", "a checkpoint or downloaded weight file is incomplete",
-      r"Consistency check failed|file should be of size|checksum (?:mismatch|does not match|failed)|hash mismatch|"
+      r"Consistency check failed|file should be of size|[Cc]hecksum (?:mismatch|does not match|failed)|hash mismatch|"
+      r"DataLossError|"
       r"Unable to load weights from|is not a valid (?:checkpoint|safetensors)|invalid magic number",
       FIX_CKPT, gotcha="train.C2")
 _rule("config.more", "import_or_config_error", "error", "the environment or a package does not fit the code",
@@ -647,12 +664,13 @@ _rule("cascade.mpi", "traceback", "error", "an MPI/Horovod launcher reports a fa
       r"exit with status code [1-9]|exited on signal \d+", FIX_TORCHRUN, role="cascade", fatal=True)
 
 _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
-      r"^(?:\[\d+\][+-]?\s+)?(?:\d+\s+)?Killed\b|(?:exit(?:ed)?|return)(?: with)? ?code[:= ]\s*(?:137|-9)\b|"
+      r"^(?:\[\d+\][+-]?\s+)?(?:\d+\s+)?Killed\b|(?:exit(?:ed)?|return|error)(?: with)? ?code[:= ]\s*(?:137|-9)\b|"
+      r"EXIT CODE: 9\b|(?:\]|it/s|s/it|%)\s*Killed\s*$|"
       r"returncode=-9\b|returned -9\b|The paging file is too small|WinError 1455|all available RAM|out of RAM\b|"
       r"RAM (?:is )?(?:full|exhausted)|[Ss]ystem (?:ran|is running) out of memory|out of (?:host|system|CPU) memory|"
       r"tried to allocate more memory than is available|[Tt]he kernel appears to have died",
       FIX_HOST_OOM, gotcha="U9", fatal=True,
-      needles=("killed", "137", "-9", "paging file is too small", "winerror 1455", "all available ram", "out of ram",
+      needles=("killed", "137", "-9", "exit code: 9", "paging file is too small", "winerror 1455", "all available ram", "out of ram",
                "ram is", "ram full", "ram exhausted", "out of memory", "out of host memory",
                "more memory than is available", "kernel appears to have died"))
 _rule("nan.value", "nan_inf", "error", "a NaN value in the training output",
@@ -666,10 +684,12 @@ _rule("sched.node_fail", "preempted", "error", "the node failed or the job was r
       r"DUE TO NODE FAIL|[Nn]ode failure|\bREQUEUE\b|[Pp]od .{0,60}(?:was )?deleted|NodeShutdown|[Tt]erminating pod|"
       r"going down for (?:poweroff|reboot|halt)|is being shut ?down|[Ss]hutting down (?:the )?(?:system|machine|host)|"
       r"[Rr]ecover(?:ing|ed) (?:from )?(?:preemption|the job|cluster)|[Ii]nstance (?:was |has been )?stopped|"
-      r"[Pp]od (?:was |has been )?(?:stopped|terminated)|machine (?:is|went) offline|[Rr]untime disconnected",
+      r"[Pp]od (?:was |has been )?(?:stopped|terminated)|machine (?:is|went) offline|[Rr]untime disconnected|"
+      r"[Rr]untime (?:has been|was) disconnected",
       FIX_PREEMPT, gotcha="SLURM2", fatal=True,
       needles=("due to node fail", "node failure", "requeue", "pod", "nodeshutdown", "terminating pod", "going down for",
-               "shut down", "shutdown", "shutting down", "recover", "instance", "offline", "runtime disconnected"))
+               "shut down", "shutdown", "shutting down", "recover", "instance", "offline", "runtime disconnected", "runtime has been disconnected",
+               "runtime was disconnected"))
 _rule("signal.sigterm_words", "preempted", "error", "the job received SIGTERM",
       r"got SIGTERM|\bsignal 15\b|signal: terminated|[Cc]aught (?:signal )?15\b|(?:exit|"
       r"return)(?: with)? ?code[:= ]\s*(?:143|-15)\b|"
@@ -686,26 +706,33 @@ _rule("cuda_oom.words", "cuda_oom", "error", "GPU memory ran out",
                                            "resourceexhaustederror", "cumemalloc", "dst tensor is not initialized"))
 _rule("disk.words", "disk_full", "critical", "the disk or volume is full",
       r"[Ee]rrno[ =]28\b|(?:[Vv]olume|[Ss]torage|[Dd]rive|[Pp]artition|[Ff]ilesystem|[Ff]ile system) (?:is )?full\b|"
-      r"[Ss]torage quota|[Dd]isk quota|exceeded (?:your |the )?(?:storage|disk) quota|No usable temporary directory",
+      r"[Ss]torage quota|[Dd]isk quota|exceeded (?:your |the )?(?:storage|disk) quota|No usable temporary directory|"
+      r"Resource exhausted: (?:/|[A-Za-z]:\\)",
       FIX_DISK, gotcha="U6", needles=("errno 28", "errno=28", "full", "storage quota", "disk quota", "quota",
-                                      "no usable temporary directory"))
+                                      "no usable temporary directory", "resource exhausted: "))
 _rule("inodes.words", "inode_exhausted", "critical", "the filesystem is out of inodes",
       r"[Ii]nodes? (?:usage|use|used).{0,20}(?:100|9\d)%|IUse%? ?=? ?100%|\b0 (?:free )?inodes|free inodes:? 0\b",
       FIX_INODES, gotcha="U7", needles=("inode", "iuse"))
 
 # --- native crashes and launcher cascades
 _rule("crash.native", "traceback", "error", "the process crashed natively (segfault/abort)",
-      r"Segmentation fault|core dumped|Fatal Python error|^Bus error\b|\bSIGSEGV\b|\bSIGABRT\b|signal 11\b|"
-      r"signal 6\b|^Aborted\b|\*\*\* Error in|double free|free\(\): invalid|malloc\(\): |stack smashing|"
-      r"Illegal instruction|Floating point exception|\bsegfault\b|exit code -11\b|exitcode\s*:\s*-(?:11|6|7|4|8)\b|"
-      r"exited on signal (?:11|6|7|4|8)\b|terminate called without an active exception|0xC0000005|-1073741819|"
+      r"Segmentation fault|Fatal Python error|^Bus error\b|\bSIGSEGV\b|signal 11\b|"
+      r"\*\*\* Error in|double free|free\(\): invalid|malloc\(\): |stack smashing|"
+      r"Illegal instruction|Floating point exception|\bsegfault\b|exit code -11\b|exitcode\s*:\s*-(?:11|7|4|8)\b|"
+      r"exited on signal (?:11|7|4|8)\b|terminate called without an active exception|0xC0000005|-1073741819|"
       r"0xC00000FD|-1073741571|[Aa]ccess violation",
       FIX_SEGV, fatal=True,
-      needles=("segmentation fault", "core dumped", "fatal python error", "bus error", "sigsegv", "sigabrt",
-               "signal 11", "signal 6", "aborted", "*** error in", "double free", "free(): invalid", "malloc(): ",
+      needles=("segmentation fault", "fatal python error", "bus error", "sigsegv",
+               "signal 11", "*** error in", "double free", "free(): invalid", "malloc(): ",
                "stack smashing", "illegal instruction", "floating point exception", "segfault", "exit code -11",
                "exitcode", "exited on signal", "terminate called without an active exception", "0xc0000005",
                "-1073741819", "0xc00000fd", "-1073741571", "access violation"))
+# An abort is how C++ code ends after an error it already printed (`terminate called ... what():`, a collective
+# watchdog tearing the process down): it stands for that error, and is the answer only when nothing names one.
+_rule("crash.abort", "traceback", "error", "the process aborted (SIGABRT)",
+      r"core dumped|\bSIGABRT\b|signal 6\b|^Aborted\b|exitcode\s*:\s*-6\b|exited on signal 6\b",
+      FIX_SEGV, role="cascade", fatal=True,
+      needles=("core dumped", "sigabrt", "signal 6", "aborted", "exitcode", "exited on signal"))
 _rule("cascade.torchrun", "traceback", "error", "a worker or launcher failed",
       r"ChildFailedError|SignalException|failed \(exitcode: -?\d+\) local_rank|terminate called after throwing|"
       r"exitcode\s*:\s*-?[1-9]\d*|process terminated with signal|terminated with (?:exit code|signal)|"
