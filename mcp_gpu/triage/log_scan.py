@@ -23,6 +23,7 @@ from mcp_gpu.triage.rules import (
     Role,
     Rule,
 )
+from mcp_gpu.triage.lexicon import TOPIC_CONFIDENCE, topic
 from mcp_gpu.triage.scan import INDEX, clean_segments, is_tb_header, needle_lines, tb_rest
 from mcp_gpu.untrusted import clean_line as clean_remote
 
@@ -296,7 +297,14 @@ class _Scan:
     def _judge(self, index: int, line: str, *, final: bool, found: set[str] | None) -> None:
         rule = _match(line, found)
         if rule is None:
-            if final or (self.bare_exceptions and _EXC_LINE.match(line)):
+            cls = topic(line) if (final or (self.bare_exceptions and (_EXC_LINE.match(line) or
+                                                                                   _LOG_ERROR.match(line)))) else None
+            if cls is not None:
+                exc = final or _EXC_LINE.match(line) is not None
+                self.hits.append(_Hit(_topic_rule(cls, "exception" if exc else "log"), index, line,
+                                      "error" if exc else "warn", "cause", final=final, exception=not final and exc))
+                self.hit_lines.add(index)
+            elif final or (self.bare_exceptions and _EXC_LINE.match(line)):
                 self.hits.append(_Hit(GENERIC_TRACEBACK, index, line, "error", "cause", final=final,
                                       exception=not final))
                 self.hit_lines.add(index)
@@ -323,6 +331,20 @@ class _Scan:
         if final and rule.role == "cause" and SEVERITY_RANK[severity] < SEVERITY_RANK["error"]:
             severity = "error"  # the exception that ended the run, not a logged warning
         self.hits.append(_Hit(rule, index, line, severity, rule.role, final=final, exception=exception))
+
+
+_TOPIC_RULES: dict[tuple[str, str], Rule] = {}
+
+
+def _topic_rule(cls: str, kind: str) -> Rule:
+    """The weak rule standing for an unexplained error line about `cls` (`kind`: exception | log)."""
+    rule = _TOPIC_RULES.get((cls, kind))
+    if rule is None:
+        base = next((r for r in RULES if r.cls == cls and r.role == "cause"), GENERIC_TRACEBACK)
+        rule = Rule(f"topic.{cls}", cls, "error", f"an error no rule knows, about {cls.replace('_', ' ')}",
+                    base.pattern, base.remedy, base.gotcha, "cause", None, False, TOPIC_CONFIDENCE)
+        _TOPIC_RULES[(cls, kind)] = rule
+    return rule
 
 
 _HINT_RULES: dict[str, Rule] = {}
