@@ -298,6 +298,30 @@ def _root_before_fatal(survived: list[_Hit], live: list[_Hit]) -> list[_Hit]:
             _CASCADE_CLASSES and SEVERITY_RANK[h.severity] >= SEVERITY_RANK["error"] and 0 <= first - h.index <= ROOT_WINDOW]
 
 
+# The run said it finished: the whole run, not an epoch ("Training finished", "FINISHED Optimization", the HF
+# Trainer's summary, a final export). A native crash after it is the teardown (destructors of C++ extensions,
+# simulators, TF sessions), not the run: results are already written. A Python traceback after it still counts:
+# the final evaluation or export crashed.
+_RUN_DONE = re.compile(
+    r"^(?!.*\b[Ee]poch\s*\[?\d).*(?:"
+    r"\b(?:[Tt]raining|[Oo]ptimi[sz]ation|[Ff]ine-?tuning) (?:is |has )?(?:finished|completed?|done|ended)\b|"
+    r"\b(?:[Ff]inished|FINISHED|[Dd]one|[Ee]nd of|[Cc]ompleted) (?:[Tt]raining|[Oo]ptimi[sz]ation|[Ff]ine-?tuning)\b|"
+    r"\b[Tt]otal [Tt]raining [Tt]ime\b|'train_runtime'|\b[Mm]odels? exported\b|"
+    r"\b[Ss]aving (?:the )?final (?:model|checkpoint|weights)|\b[Ff]inal (?:model|checkpoint|weights) (?:saved|written))",
+    re.MULTILINE)
+_TEARDOWN_CRASH = frozenset({"crash.native", "crash.abort", "signal.segv"})
+
+
+def _after_done(text: str, hits: list[_Hit]) -> None:
+    """Native crashes printed after the run said it finished are its teardown: survived."""
+    done = _RUN_DONE.search(text)
+    if done is None:
+        return
+    for h in hits:
+        if h.index > done.start() and h.rule.id in _TEARDOWN_CRASH:
+            h.survived = True
+
+
 _BARE_CR = re.compile(r"\r(?![:'\"\n])")
 
 
@@ -342,6 +366,7 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
     scan = _Scan(text, crashed, complete)
     hits = scan.hits
     _mark_survived(hits, ProgressFinder(text, scan.hit_lines))
+    _after_done(text, hits)
     hits += _fact_hits(len(text), exit_code, exit_signal, oom_kill_delta, scheduler_state, disk_free_bytes,
                        inodes_free)
     # "No space left on device" while the pasted `df` shows room everywhere: the inodes ran out (df -i tells)

@@ -19,6 +19,7 @@ from mcp_gpu.triage.rules import (
     LOG_ERROR,
     NAN_ASSERT,
     RULES,
+    TRUNCATED_THREAD,
     TRUNCATED_TRACEBACK,
     Role,
     Rule,
@@ -44,7 +45,7 @@ _BACKGROUND_FRAME = re.compile(r"multiprocessing[/\\]queues\.py\S*, line \d+, in
 
 
 _LOG_ERROR = re.compile(r"^\s*(?:\[?(?:ERROR|FATAL|CRITICAL|Error|Fatal)\]?[:\s]|[EF]\d{4} \d\d:\d\d:\d\d|"
-                        r"[\w.-]+: (?:error|fatal): |"
+                        r"[\w.-]+: (?:error|fatal): |.*?\[E(?:\]|:)|"
                         r".*?(?:\s|\[|\|)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s|\|))")
 
 
@@ -55,8 +56,12 @@ _ANNOUNCES = re.compile(r"\b(?:ERROR|WARN(?:ING)?|CRITICAL|[Ee]rror|[Ww]arning|[
 _FINITE_CHECK = re.compile(r"isnan|isinf|isfinite|\bnan\b|\binf\b", re.IGNORECASE)
 
 
-_EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?: \(see above for traceback\))?"
+_EXC_LINE = re.compile(r"^(?:[\w.]+: )?(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?: \(see above for traceback\))?"
                        r"(?::\s|:?$)")
+
+
+# the line before a thread's traceback
+_THREAD_HEADER = re.compile(r"^(?:Exception in thread \S.*|Thread [\w.-]+):$")
 
 
 # a frame line of a traceback: the line after it is the frame's source code, not something that happened
@@ -140,8 +145,16 @@ class _Scan:
         if prev_end <= 0:
             return False
         prev_start = self.text.rfind("\n", 0, prev_end) + 1
-        return self.text.startswith("Exception ignored in", prev_start) or \
-            "Exception ignored in" in self.text[prev_start:prev_end][:40]
+        head = self.text[prev_start:prev_end][:40]
+        # "Exception ignored in": Python printed it and went on; "Error in atexit._run_exitfuncs": the interpreter
+        # was already exiting when a cleanup hook failed
+        return "Exception ignored in" in head or "Error in atexit._run_exitfuncs" in head
+
+    def _thread_before(self, header: int) -> bool:
+        """Whether the traceback is a thread's (`Exception in thread X:`, `Thread SenderThread:`): a thread dying
+        does not end the process; only what follows tells whether the run went on."""
+        prev = self._previous_line(header)
+        return prev is not None and _THREAD_HEADER.match(prev.strip()) is not None
 
     def _announced_before(self, header: int) -> bool:
         """Whether the line before a traceback header is a log record or a message introducing it (how a caught
@@ -248,15 +261,15 @@ class _Scan:
         last_frame = ""
         frames: list[str] = []
         ignored = self._ignored_before(header)
-        background = False  # a feeder thread's traceback: reported, not the process dying; progress decides
+        background = self._thread_before(header)  # a feeder thread's traceback: reported, not the process dying; progress decides
         for _ in range(TRACEBACK_WALK):
             if pos >= len(text):
                 self._skip_to = pos
                 if last_frame:
                     # a fatal sign, but it names no cause: anything named beats it
-                    self.hits.append(_Hit(TRUNCATED_TRACEBACK, header,
+                    self.hits.append(_Hit(TRUNCATED_TRACEBACK if not background else TRUNCATED_THREAD, header,
                                           f"(the log ends inside a traceback) {last_frame}", "error", "cascade",
-                                          survived=ignored))
+                                          survived=ignored or background))
                     hint = _frame_hint(frames)
                     if hint is not None:
                         self.hits.append(_Hit(hint[0], header, hint[1], "warn", "cause", survived=ignored))

@@ -155,9 +155,18 @@ def _rule(rule_id: str, cls: str, severity: Severity, title: str, pattern: str, 
 
 # --- routine lines that only look alarming (first, so that nothing below claims them)
 _rule("ignore.exception_ignored", "traceback", "info", "Python printed and ignored an exception",
-      r"^Exception ignored in\b", "", role="ignore")
+      r"^Exception ignored in\b|^Error in atexit\._run_exitfuncs", "", role="ignore",
+      needles=("exception ignored in", "error in atexit._run_exitfuncs"))
 _rule("ignore.mlock", "host_oom_killed", "info", "optional memory locking failed (mlock): loading goes on",
       r"failed to mlock|RLIMIT_MLOCK", "", role="ignore", needles=("failed to mlock", "rlimit_mlock"))
+# NCCL falling back from InfiniBand/OFI/a plugin to sockets at init, TensorFlow not finding optional TensorRT/GPU
+# libraries (it says so at W level and goes on): startup notices of a run that works
+_rule("ignore.nccl_transport", "nccl_timeout", "info", "NCCL fell back to another transport",
+      r"NCCL WARN (?:Failed to open libibverbs|NET/OFI|NET/IB ?: No device|NET/Plugin|Could not find real path)",
+      "", role="ignore", needles=("nccl warn",))
+_rule("ignore.tf_dso", "import_or_config_error", "info", "TensorFlow could not load an optional library",
+      r"(?:dso_loader|cuda_dnn|cuda_blas|cuda_fft)\.cc:\d+\] (?:Could not load dynamic library|Unable to register)|"
+      r"TF-TRT Warning", "", role="ignore", needles=("dso_loader", "cuda_dnn", "cuda_blas", "cuda_fft", "tf-trt warning"))
 _rule("ignore.torchrun_sigterm_workers", "traceback", "info", "torchrun stopping the other workers",
       r"Sending process \d+ closing signal SIGTERM|Unable to shutdown process \d+ via", "", role="ignore")
 _rule("ignore.elastic_hint", "traceback", "info", "torchrun hint", r"To enable traceback see: https://pytorch\.org", "",
@@ -259,14 +268,19 @@ _rule("host_oom.kernel", "host_oom_killed", "error", "the kernel OOM killer kill
       r"low on resource: memory|[Kk]illed process \d+|\boom_reaper\b|[Mm]emory pressure|memory (?:usage )?threshold|"
       r"[Ww]orkers? (?:have been |were )?killed due to memory|OutOfMemoryError: Task was killed|"
       r"[Nn]ode (?:is )?(?:running )?low on memory|exceeded (?:its |the )?memory limit|[Mm]emory limit exceeded|"
-      r"[Rr]eason: OOMKilled|[Ee]xit code:? ?137|status:? ?137|Tasks state \(memory values in pages\)|"
+      r"[Rr]eason: OOMKilled|[Ee]xit code:? ?137|status:? ?137|TERM_MEMLIMIT|reaching LSF memory usage limit|Tasks state \(memory values in pages\)|"
       r"\boom_score_adj name\b|Memory cgroup stats for",
       FIX_HOST_OOM, gotcha="U9", fatal=True,
       needles=("out of memory: kill", "memory cgroup out of memory", "oom-kill", "oomkilled", "low on resource: memory",
                "killed process", "oom_reaper", "memory pressure", "memory threshold", "memory usage threshold",
                "killed due to memory", "task was killed", "low on memory", "memory limit", "code 137", "code: 137",
                "code:137", "status 137", "status: 137", "status:137", "tasks state (memory values",
-               "oom_score_adj name", "memory cgroup stats for"))
+               "oom_score_adj name", "memory cgroup stats for", "term_memlimit",
+               "lsf memory usage limit"))
+# Slurm's accounting counts page cache: "at some point" is said of steps that completed (a kill says "killed")
+_rule("host_oom.limit_note", "host_oom_killed", "info", "the step's memory use touched its limit (not killed)",
+      r"Exceeded (?:job |step )?memory limit at some point", FIX_SLURM_OOM, gotcha="SLURM4",
+      needles=("memory limit at some point",))
 _rule("host_oom.limits", "host_oom_killed", "error", "a memory limit was exceeded and the process killed",
       r"[Ee]xceeded (?:job |step )?memory limit|out-of-memory handler|excessive memory|exited on signal 9\b|"
       r"[Kk]illed: 9\b|signal 9 \(Killed\)|[Kk]illed by the OOM killer|oom.killer", FIX_HOST_OOM, gotcha="U9", fatal=True,
@@ -343,6 +357,11 @@ _rule("gpu.device_assert", "cuda_device_error", "error", "a CUDA device-side ass
       r"CUDA_ERROR_ASSERT|cudaErrorAssert|\.cu:\d+: .*Assertion `[^`]*` failed|block: \[\d+,\d+,\d+\], thread: \[",
       FIX_DEVICE_ASSERT, gotcha="train.O14", needles=("device-side assert", "assertion `", "cuda_error_assert",
                                                        "cudaerrorassert", "block: ["))
+_rule("gpu.other_stacks", "cuda_device_error", "error", "the GPU failed (ROCm, Vulkan, NVML)",
+      r"Memory access fault by GPU|ErrorDeviceLost|DeviceLostError|VK_ERROR_DEVICE_LOST|"
+      r"NVMLError_(?:Unknown|GpuIsLost|Timeout|Uninitialized)|HSA_STATUS_ERROR_\w+|hipErrorIllegalAddress",
+      FIX_CUDA_FAULT, gotcha="U22", needles=("memory access fault by gpu", "devicelost", "vk_error_device_lost",
+                                           "nvmlerror_", "hsa_status_error_", "hiperrorillegaladdress"))
 _rule("gpu.cuda_fault", "cuda_device_error", "error", "a CUDA kernel or the GPU failed",
       r"illegal memory access|unspecified launch failure|CUDA error: (?:misaligned address|unknown error|"
       r"an illegal instruction|launch timed out|the launch timed out|operation not permitted|an illegal)|"
@@ -372,6 +391,9 @@ _rule("nccl.net", "network_stall", "error", "the network between ranks failed (N
                "ibv_", "connection closed by", "transport retry counter exceeded", "nccl_ib"))
 
 # --- collectives (train.D20, train.MN1, train.MN2)
+_rule("nccl.horovod_stall", "nccl_timeout", "error", "Horovod ranks stalled in a collective",
+      r"Stalled ranks:|stall_inspector\.cc|waiting for remainder of ranks|Stalled ops", FIX_WATCHDOG, gotcha="train.MN2",
+      needles=("stalled ranks", "stall_inspector", "waiting for remainder of ranks", "stalled ops"))
 _rule("nccl.watchdog", "nccl_timeout", "error", "a collective timed out (watchdog)",
       r"Watchdog caught collective operation timeout|collective operation timeout|Timeout at NCCL work|"
       r"Some NCCL operations have failed or timed out|ran for \d+ milliseconds before timing out|"
@@ -404,7 +426,7 @@ _rule("nccl.warn", "nccl_timeout", "warn", "NCCL warned", r"NCCL WARN\b", FIX_NC
 # --- DataLoader (train.DP15, DP4, DP6)
 _rule("dataloader.shm", "dataloader_error", "error", "DataLoader workers ran out of shared memory (/dev/shm)",
       r"killed by signal: Bus error|Unexpected bus error encountered in worker|unable to write to file </torch_|"
-      r"received 0 items of ancdata|out of shared memory|Too many open files|insufficient shared memory|"
+      r"received (?:0|%d) items of ancdata|out of shared memory|Too many open files|insufficient shared memory|"
       r"/dev/shm.{0,80}(?:[Nn]o space|full|too small|[Ii]nsufficient|[Bb]us error)",
       FIX_SHM, gotcha="train.DP15",
       needles=("bus error", "unable to write to file </torch_", "ancdata", "shared memory", "too many open files",
@@ -414,6 +436,9 @@ _rule("dataloader.collate", "dataloader_error", "error", "batch samples have dif
 _rule("dataloader.pickle", "dataloader_error", "error", "DataLoader workers cannot pickle the dataset",
       r"Can't pickle local object|Can't get attribute '[^']+' on <module '__main__'", FIX_PICKLE, gotcha="train.DP6",
       needles=("can't pickle local object", "can't get attribute"))
+_rule("net.in_worker", "network_stall", "error", "a DataLoader worker's download or stream timed out",
+      r"Caught \w*(?:Timeout|Connection|ReadTimeout|HTTP|RemoteDisconnected|ChunkedEncoding|IncompleteRead|SSL)\w* in "
+      r"DataLoader worker", FIX_NETWORK, gotcha="AD2", needles=("in dataloader worker",))
 _rule("dataloader.worker_exc", "dataloader_error", "error", "an exception inside a DataLoader worker",
       r"Caught \w+ in DataLoader worker process \d+|in DataLoader worker process|DataLoader worker.*(?:failed|error)|"
       r"DataLoader(?:Iter)? .*worker.*(?:exception|crashed)", FIX_DATALOADER, needles=("dataloader",))
@@ -504,6 +529,15 @@ _rule("config.wandb_key", "import_or_config_error", "warn", "W&B is disabled: no
       needles=("no api key configured", "disabled wandb"))
 
 # --- code bugs with a catalogue entry (class `traceback`)
+_rule("code.framework_bug", "traceback", "error", "a bug in the training code (shapes, devices, autograd, tracing)",
+      r"modified by an inplace operation|mat1 and mat2 shapes cannot be multiplied|Expected all tensors to be on the same "
+      r"device|Trying to backward through the graph a second time|[Tt]he size of tensor a \(\d+\) must match|"
+      r"Expected input batch_size \(\d+\) to match target batch_size|TracerBoolConversionError|ConcretizationTypeError|"
+      r"TracerArrayConversionError|UnexpectedTracerError|Sizes of tensors must match",
+      FIX_TRACEBACK, needles=("modified by an inplace operation", "mat1 and mat2 shapes", "on the same device",
+                              "backward through the graph a second time", "the size of tensor a", "expected input batch_size",
+                              "tracerboolconversionerror", "concretizationtypeerror", "tracerarrayconversionerror",
+                              "unexpectedtracererror", "sizes of tensors must match"))
 _rule("code.ddp_unused", "traceback", "error", "DDP: parameters received no gradient",
       r"Expected to have finished reduction in the prior iteration", FIX_DDP_UNUSED, gotcha="train.D8")
 _rule("code.no_grad", "traceback", "error", "the loss does not require grad",
@@ -520,7 +554,8 @@ _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit end
       r"exceeded (?:the |its )?(?:wall ?time|run ?time) limit|job killed: walltime", FIX_TIME_LIMIT, gotcha="SLURM2", fatal=True, needles=("walltime", "wall time", "term_runlimit", "time limit", "runtime limit", "due to time limit",
                                                                                           "deadlineexceeded"))
 _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted the job",
-      r"DUE TO PREEMPTION|\bPREEMPTED\b|[Pp]re-empt(?:ed|ion)\b|PreemptionError|spot/instance-action|[Ss]pot (?:instance )?interruption|[Pp]reemption notice|"
+      r"DUE TO PREEMPTION|\bPREEMPTED\b|[Pp]re-empt(?:ed|ion)\b|PreemptionError|(?:due to|by|because of) (?:\w+ )?[Pp]reemption|"
+      r"INTERRUPTED_BY_\w+|Job reconnection failed|Job was evicted|JobEvictedEvent|spot/instance-action|[Ss]pot (?:instance )?interruption|[Pp]reemption notice|"
       r"[Ii]nstance was preempted|Reason:\s*Evicted|[Pp]od (?:was )?evicted|low on resource|\b[Pp]reempted\b|"
       r"[Pp]reemption (?:notice|signal|detected|event|warning)|\b[Pp]reempting\b|"
       r"[Tt]ermination [Nn]otice|instance-action|[Ss]pot (?:instance|node|VM|cluster|job|recovery)|"
@@ -533,7 +568,8 @@ _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted
       r"[Ss]hutdown (?:signal|notice)|shutting down (?:the )?(?:instance|node|VM)|\bEVICTED\b|"
       r"(?:[Pp]od|[Nn]ode|[Ii]nstance|[Jj]ob|[Ww]orker|VM)\S* (?:\S+ )?(?:was |has been |is being )?evicted",
       FIX_PREEMPT, gotcha="SLURM2", fatal=True,
-      needles=("preempt", "pre-empt", "spot", "termination notice", "instance-action", "interruption", "reason:", "evicted",
+      needles=("preempt", "pre-empt", "interrupted_by_", "job reconnection failed", "job was evicted",
+               "jobevictedevent", "spot", "termination notice", "instance-action", "interruption", "reason:", "evicted",
                "low on resource", "recovering", "replica", "node was", "node drained", "node terminated",
                "node reclaimed", "node deleted", "node shut", "node removed", "node lost", "node failed", "node_fail",
                "nodenotready", "marked dead", "died", "instance", "maintenance event", "hosterror", "reclaim",
@@ -634,6 +670,12 @@ _rule("ckpt.more", "checkpoint_corrupt", "error", "a checkpoint or downloaded we
       r"DataLossError|"
       r"Unable to load weights from|is not a valid (?:checkpoint|safetensors)|invalid magic number",
       FIX_CKPT, gotcha="train.C2")
+_rule("config.build", "import_or_config_error", "error", "a CUDA extension or library does not fit the environment",
+      r"Error building extension '|CUDA Setup failed|bitsandbytes was compiled without GPU support|"
+      r"KeyError: '(?:llama|mistral|mixtral|qwen\w*|gemma\w*|phi\w*|falcon|gpt_neox|starcoder2?|mpt|baichuan|chatglm|"
+      r"internlm\w*|deepseek\w*|olmo\w*|cohere|dbrx|jamba|mamba\w*|llava\w*|idefics\w*|paligemma|siglip|glm\w*|yi)'",
+      FIX_IMPORT, gotcha="U29", needles=("error building extension", "cuda setup failed", "compiled without gpu support",
+                                         "keyerror: '"))
 _rule("config.more", "import_or_config_error", "error", "the environment or a package does not fit the code",
       r"AttributeError: module '[\w.]+' has no attribute|DistributionNotFound|ContextualVersionConflict|CUDA_HOME|"
       r"Ninja is required|compiled with different CUDA versions|does not recognize this architecture|"
@@ -649,6 +691,11 @@ _rule("ssh.more", "ssh_disconnect", "warn", "the SSH session dropped",
                                      "server unexpectedly closed network connection", "received disconnect from",
                                      "permission denied (publickey", "could not establish connection to",
                                      "banner exchange"))
+_rule("net.git", "network_stall", "error", "a clone or fetch lost its connection",
+      r"remote end hung up unexpectedly|fatal: early EOF|index-pack failed|RPC failed; curl|"
+      r"[Nn]o internet connection", FIX_NETWORK, gotcha="AD2",
+      needles=("remote end hung up unexpectedly", "early eof", "index-pack failed", "rpc failed; curl",
+               "no internet connection"))
 _rule("net.more", "network_stall", "error", "a network connection failed",
       r"ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ECONNREFUSED|socket hang up|forcibly closed|peer closed connection|"
       r"StatusCode\.UNAVAILABLE|failed to connect to all addresses|DEADLINE_EXCEEDED|[Uu]nable to connect|"
@@ -695,6 +742,15 @@ _rule("signal.sigterm_words", "preempted", "error", "the job received SIGTERM",
       r"return)(?: with)? ?code[:= ]\s*(?:143|-15)\b|"
       r"status:? ?143\b", FIX_SIGTERM, role="sigterm", fatal=True,
       needles=("got sigterm", "signal 15", "signal: terminated", "caught 15", "caught signal 15", "143", "-15"))
+_rule("cuda_oom.runtimes", "cuda_oom", "error", "GPU memory ran out (TensorRT, ONNX Runtime, CuPy)",
+      r"Cuda Runtime \(out of memory\)|[Cc]uda [Ee]rror in .*\(out of memory\)|GPU memory allocation error|"
+      r"[Rr]equested amount of GPU memory .{0,40}could not be allocated|BFCArena.{0,80}Failed to allocate|"
+      r"Failed to allocate memory for requested buffer|OutOfMemory Error in nvinfer1|"
+      r"[Oo]ut of memory (?:allocating|to allocate)",
+      FIX_CUDA_OOM, gotcha="U10", needles=("(out of memory)", "gpu memory allocation error", "requested amount of gpu memory",
+                                           "bfcarena", "failed to allocate memory for requested buffer",
+                                           "outofmemory error in nvinfer1", "out of memory allocating",
+                                           "out of memory to allocate"))
 _rule("cuda_oom.words", "cuda_oom", "error", "GPU memory ran out",
       r"cudaMalloc\w* (?:failed|error)|Unable to find a valid cuDNN algorithm|MPS backend out of memory|"
       r"XPU out of memory|out of (?:GPU|VRAM|video) memory|Tried to allocate [\d.]+ ?[KMGT]i?B|ResourceExhaustedError|"
@@ -733,6 +789,10 @@ _rule("crash.abort", "traceback", "error", "the process aborted (SIGABRT)",
       r"core dumped|\bSIGABRT\b|signal 6\b|^Aborted\b|exitcode\s*:\s*-6\b|exited on signal 6\b",
       FIX_SEGV, role="cascade", fatal=True,
       needles=("core dumped", "sigabrt", "signal 6", "aborted", "exitcode", "exited on signal"))
+_rule("crash.glog_fatal", "traceback", "error", "a fatal check failed (glog FATAL: the process aborts)",
+      r"^\s*F\d{4} \d\d:\d\d:\d\d|^[\d\-: .]+F (?:tensorflow|external|xla|third_party)/\S+:\d+\]|\] Check failed: ",
+      FIX_SEGV, role="cascade", fatal=True, needles=("f0", "f1", " f tensorflow/", " f external/", " f xla/",
+                                                      " f third_party/", "check failed: "))
 _rule("cascade.torchrun", "traceback", "error", "a worker or launcher failed",
       r"ChildFailedError|SignalException|failed \(exitcode: -?\d+\) local_rank|terminate called after throwing|"
       r"exitcode\s*:\s*-?[1-9]\d*|process terminated with signal|terminated with (?:exit code|signal)|"
@@ -776,6 +836,8 @@ LOG_ERROR = Rule("traceback.log_error", "traceback", "error", "the log ends with
                  _re(r"$^"), FIX_EXIT, role="cascade")
 TRUNCATED_TRACEBACK = Rule("traceback.truncated", "traceback", "error", "the log ends inside a traceback",
                            _re(r"$^"), FIX_TRACEBACK, role="cascade", fatal=True)
+TRUNCATED_THREAD = Rule("traceback.truncated_thread", "traceback", "error", "the log ends inside a thread's traceback",
+                        _re(r"$^"), FIX_TRACEBACK, role="cascade")
 
 
 # When a log ends inside a traceback (its exception line never printed), the code it died in is the only clue:
