@@ -52,7 +52,9 @@ def test_no_false_alarm_on_a_held_out_healthy_log(scores: dict[str, Score], summ
     summary.lines += [dev.line(), held.line()]
     summary.lines += [f"  dev wrong: {o.excerpt.name} → {o.predicted}" for o in dev.outcomes if not o.correct]
     assert held.healthy, "no held-out healthy excerpt"
-    assert not held.false_alarms, f"{len(held.false_alarms)} healthy held-out logs raised an alarm"
+    # a count, never the excerpts: a failing assertion must not print held-out logs (nobody tunes on them)
+    alarms = len(held.false_alarms)
+    assert alarms == 0, f"{alarms} healthy held-out logs raised an alarm"
 
 
 # Not reached yet (docs/triage.md has the figure): it still runs and prints; remove the mark once it passes.
@@ -60,7 +62,8 @@ def test_no_false_alarm_on_a_held_out_healthy_log(scores: dict[str, Score], summ
 def test_held_out_primary_class_accuracy_reaches_95_percent(scores: dict[str, Score]) -> None:
     held = scores["held-out"]
     assert held.n, "no held-out excerpt"
-    assert held.accuracy >= THRESHOLD, f"held-out accuracy {100 * held.accuracy:.1f} % < {100 * THRESHOLD:.0f} %"
+    accuracy = held.accuracy
+    assert accuracy >= THRESHOLD, f"held-out accuracy {100 * accuracy:.1f} % < {100 * THRESHOLD:.0f} %"
 
 
 def test_every_rule_that_matches_a_corpus_line_is_tried_on_it() -> None:

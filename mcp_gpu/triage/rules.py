@@ -257,7 +257,8 @@ _rule("ckpt.zip", "checkpoint_corrupt", "error", "checkpoint is truncated or cor
                "pickle data was truncated", "unexpected eof", "safetensorerror", "safetensors_rust",
                "deserializing header", "headertoo", "metadataincompletebuffer", "invalidheader",
                "incomplete metadata", "eoferror", "ran out of input", "badzipfile", "not a zip file", "corrupt",
-               "truncated", "file signature not found", "wrong byte size", "invalid load key"))
+               "truncated", "file signature not found", "wrong byte size", "invalid load key", "unable to load",
+               "unable to open"))
 
 # --- host / cgroup memory (U9, SLURM4)
 _rule("host_oom.slurm", "host_oom_killed", "error", "Slurm's cgroup OOM handler killed the job",
