@@ -312,6 +312,32 @@ _RUN_DONE = re.compile(
 _TEARDOWN_CRASH = frozenset({"crash.native", "crash.abort", "signal.segv"})
 
 
+_GRAD_NORM_FINITE = re.compile(r"\bg(?:rad)?_?norm\b['\"]?\s*[:=]\s*(?:tensor\()?['\"]?[-+]?\d", re.IGNORECASE)
+
+
+def _grad_norm_recovered(text: str, hits: list[_Hit]) -> None:
+    """A NaN/inf gradient norm followed by a finite one: the AMP scaler skipped that step and training went on."""
+    nan_norms = [h for h in hits if h.rule.id == "nan.grad_norm" and not h.survived]
+    if not nan_norms:
+        return
+    last_finite = max((m.start() for m in _GRAD_NORM_FINITE.finditer(text)), default=-1)  # one pass: linear
+    for h in nan_norms:
+        end = text.find("\n", h.index)
+        if 0 <= end < last_finite:
+            h.survived = True
+
+
+RETRIES_PILING_UP = 2
+
+
+def _retries_pile_up(hits: list[_Hit]) -> None:
+    """One retry announced is a client coping; retries piling up with no progress between them are a stall."""
+    retries = [h for h in hits if h.rule.id == "net.retrying" and not h.survived]
+    if len(retries) >= RETRIES_PILING_UP:
+        for h in retries:
+            h.severity = "warn"
+
+
 def _after_done(text: str, hits: list[_Hit]) -> None:
     """Native crashes printed after the run said it finished are its teardown: survived."""
     done = _RUN_DONE.search(text)
@@ -367,6 +393,8 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
     hits = scan.hits
     _mark_survived(hits, ProgressFinder(text, scan.hit_lines))
     _after_done(text, hits)
+    _grad_norm_recovered(text, hits)
+    _retries_pile_up(hits)
     hits += _fact_hits(len(text), exit_code, exit_signal, oom_kill_delta, scheduler_state, disk_free_bytes,
                        inodes_free)
     # "No space left on device" while the pasted `df` shows room everywhere: the inodes ran out (df -i tells)

@@ -167,6 +167,11 @@ _rule("ignore.nccl_transport", "nccl_timeout", "info", "NCCL fell back to anothe
 _rule("ignore.tf_dso", "import_or_config_error", "info", "TensorFlow could not load an optional library",
       r"(?:dso_loader|cuda_dnn|cuda_blas|cuda_fft)\.cc:\d+\] (?:Could not load dynamic library|Unable to register)|"
       r"TF-TRT Warning", "", role="ignore", needles=("dso_loader", "cuda_dnn", "cuda_blas", "cuda_fft", "tf-trt warning"))
+# cudaErrorCudartUnloading ("driver shutting down"): CUDA calls made by destructors while the process exits;
+# xformers' own "Error caught was: No module named 'triton'" is its probe of an optional dependency
+_rule("ignore.cuda_unloading", "cuda_device_error", "info", "CUDA calls during process exit",
+      r"driver shutting down|cudaErrorCudartUnloading|Error caught was: No module named", "", role="ignore",
+      needles=("driver shutting down", "cudaerrorcudartunloading", "error caught was: no module named"))
 _rule("ignore.torchrun_sigterm_workers", "traceback", "info", "torchrun stopping the other workers",
       r"Sending process \d+ closing signal SIGTERM|Unable to shutdown process \d+ via", "", role="ignore")
 _rule("ignore.elastic_hint", "traceback", "info", "torchrun hint", r"To enable traceback see: https://pytorch\.org", "",
@@ -616,6 +621,10 @@ _rule("net.wandb_init", "network_stall", "warn", "W&B could not start its run (n
       needles=("run initialization has timed out", "wandb: error"))
 _rule("net.wandb", "network_stall", "warn", "W&B cannot reach its server",
       r"wandb: ERROR|wandb: Network error|wandb: .*retry", FIX_WANDB, needles=("wandb: error", "wandb: network error", "wandb: "))
+# a client announcing a retry: what counts is whether the retries ran out (`Max retries exceeded`, a timeout error)
+_rule("net.retrying", "network_stall", "info", "a network client retried a request",
+      r"Retrying \(Retry\(total=|[Rr]etrying in \d+(?:\.\d+)?\s*s|[Rr]etry \d+/\d+|[Rr]etrying \(\d+/\d+\)",
+      FIX_NETWORK, gotcha="AD2", needles=("retrying", "retry "))
 _rule("net.proxy", "network_stall", "warn", "a proxy refused the connection", r"ProxyError", FIX_NETWORK, gotcha="GS2")
 _rule("net.timeout", "network_stall", "error", "a network request failed or timed out",
       r"ReadTimeout|ConnectTimeout|ConnectionResetError|ConnectionRefusedError|ConnectionAbortedError|ConnectionError|"
@@ -722,8 +731,10 @@ _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
                "ram is", "ram full", "ram exhausted", "out of memory", "out of host memory",
                "more memory than is available", "kernel appears to have died"))
 _rule("nan.value", "nan_inf", "error", "a NaN value in the training output",
-      # not on a line whose training loss is finite: there the NaN is some other metric
-      r"^(?!.*(?:^|[\s,{'\"\]])(?:train_)?loss['\"]?\s*[:=]?\s*[-+]?\d).*?(?:^|[\s|,:=(\[{'\"])[-+]?(?:nan|NaN|NAN)"
+      # not on a line whose training loss is finite: there the NaN is some other metric; nor a reinforcement-learning
+      # episode statistic, which is NaN until the first episode ends (a mean over no episodes)
+      r"^(?!.*(?:^|[\s,{'\"\]])(?:train_)?loss['\"]?\s*[:=]?\s*[-+]?\d)"
+      r"(?!.*\b(?:[Rr]eward|[Rr]eturn|ep_?\w+|[Ee]pisode\w*|eplen\w*)\b).*?(?:^|[\s|,:=(\[{'\"])[-+]?(?:nan|NaN|NAN)"
       r"(?:$|[\s|,)\]}'\"%])", FIX_NAN, gotcha="train.P8", needles=("nan",))
 _rule("nan.words", "nan_inf", "error", "the loss or the inputs became NaN/inf",
       r"Invalid loss, terminating training|Input contains (?:NaN|infinity)|[Ll]oss (?:has )?(?:gone|went) (?:to )?NaN",
