@@ -473,10 +473,20 @@ class TriageReport(BaseModel):
     findings: list[Finding] = Field(default_factory=list, description="root cause first; cascades of it are marked info")
 
 
+_QUOTED = re.compile(r"^> ?", re.MULTILINE)
+
+
+def _unquote(text: str) -> str:
+    """A log pasted as a Markdown quote (every line behind `> `) is read without the quote marks."""
+    lines = text.count("\n") + 1
+    return _QUOTED.sub("", text) if text.startswith(">") and text.count("\n>") + 1 >= lines // 2 else text
+
+
 def triage_text(text: str, exit_code: int | None = None) -> TriageReport:
     """Triage a whole pasted log, linear in its size."""
     if "\x1b" in text:
         text = ANSI.sub("", text)
+    text = _unquote(text)
     result = _triage_text(text, exit_code=exit_code, complete=True)
     conf = 0.0
     if result.primary != "healthy" and result.findings and isinstance(result.findings[0], TriageFinding):

@@ -231,8 +231,11 @@ _rule("host_oom.ray", "host_oom_killed", "error", "the node ran low on RAM and i
       needles=("killed due to", "low on memory", "ray.exceptions.outofmemoryerror"))
 
 # --- VRAM (U10) above the NCCL and CUDA-error rules that wrap it
+_rule("host_oom.tf_cpu", "host_oom_killed", "error", "host RAM ran out (TensorFlow's CPU allocator)",
+      r"OOM when allocating .{0,200}(?:device:CPU|by allocator cpu)|[Aa]llocator \(cpu\) ran out of memory",
+      FIX_HOST_OOM, gotcha="U9", needles=("oom when allocating", "allocator (cpu) ran out"))
 _rule("cuda_oom.torch", "cuda_oom", "error", "GPU memory ran out",
-      r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|"
+      r"CUDA out of memory|CUDA: out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|"
       r"Cuda failure '?out of memory|HIP out of memory|RESOURCE_EXHAUSTED|[Rr]esource exhausted: Out|CUDA_ERROR_OUT_OF_MEMORY|"
       r"OOM when allocating|OOM [Dd]etected|No executable batch size found|[Oo]ut of memory (?:while|"
       r"trying to allocate|on device|allocating)|"
@@ -274,13 +277,13 @@ _rule("host_oom.kernel", "host_oom_killed", "error", "the kernel OOM killer kill
       r"low on resource: memory|[Kk]illed process \d+|\boom_reaper\b|[Mm]emory pressure|memory (?:usage )?threshold|"
       r"[Ww]orkers? (?:have been |were )?killed due to memory|OutOfMemoryError: Task was killed|"
       r"[Nn]ode (?:is )?(?:running )?low on memory|exceeded (?:its |the )?memory limit|[Mm]emory limit exceeded|"
-      r"[Rr]eason: OOMKilled|[Ee]xit code:? ?137|status:? ?137|TERM_MEMLIMIT|reaching LSF memory usage limit|Tasks state \(memory values in pages\)|"
+      r"[Rr]eason: OOMKilled|[Ee]xit [Cc]ode:?\s*137\b|status:? ?137|TERM_MEMLIMIT|reaching LSF memory usage limit|Tasks state \(memory values in pages\)|"
       r"\boom_score_adj name\b|Memory cgroup stats for",
       FIX_HOST_OOM, gotcha="U9", fatal=True,
       needles=("out of memory: kill", "memory cgroup out of memory", "oom-kill", "oomkilled", "low on resource: memory",
                "killed process", "oom_reaper", "memory pressure", "memory threshold", "memory usage threshold",
                "killed due to memory", "task was killed", "low on memory", "memory limit", "code 137", "code: 137",
-               "code:137", "status 137", "status: 137", "status:137", "tasks state (memory values",
+               "code:137", "exit code:", "status 137", "status: 137", "status:137", "tasks state (memory values",
                "oom_score_adj name", "memory cgroup stats for", "term_memlimit",
                "lsf memory usage limit"))
 # Slurm's accounting counts page cache: "at some point" is said of steps that completed (a kill says "killed")
@@ -376,7 +379,7 @@ _rule("gpu.cuda_fault", "cuda_device_error", "error", "a CUDA kernel or the GPU 
       r"CUDA_ERROR_(?!OUT_OF_MEMORY|NO_BINARY|UNSUPPORTED_PTX|NO_DEVICE|ASSERT)\w+|hipError(?!OutOfMemory)\w+|"
       r"ncclUnhandledCudaError|unhandled cuda error|CUDA error: (?!out of memory)|"
       r"\bcuda(?:Launch|Memcpy\w*|DeviceSynchronize|StreamSynchronize)\b.*(?:fail|error)|"
-      r"CUDA driver error|CUDA failure \d+|[Cc]uda[Ee]rror|GPU (?:hang|fault|reset)|"
+      r"CUDA driver error|[Cc][Uu][Dd][Aa] failure \d+|[Cc]uda[Ee]rror|GPU (?:hang|fault|reset)|"
       r"failed to (?:query|synchronize|initialize|launch).{0,40}(?:CUDA|GPU|device)|CUresult|"
       r"Unexpected (?:CUDA|GPU) error|XLA.*(?:Internal|INTERNAL).*(?:CUDA|cuda|GPU)|[Cc]uda error \d+",
       FIX_CUDA_FAULT, gotcha="U22",
@@ -432,10 +435,10 @@ _rule("nccl.warn", "nccl_timeout", "warn", "NCCL warned", r"NCCL WARN\b", FIX_NC
 # --- DataLoader (train.DP15, DP4, DP6)
 _rule("dataloader.shm", "dataloader_error", "error", "DataLoader workers ran out of shared memory (/dev/shm)",
       r"killed by signal: Bus error|Unexpected bus error encountered in worker|unable to write to file </torch_|"
-      r"received (?:0|%d) items of ancdata|out of shared memory|Too many open files|insufficient shared memory|"
+      r"received (?:0|%d) items of ancdata|could not unlink the shared memory file|out of shared memory|Too many open files|insufficient shared memory|"
       r"/dev/shm.{0,80}(?:[Nn]o space|full|too small|[Ii]nsufficient|[Bb]us error)",
       FIX_SHM, gotcha="train.DP15",
-      needles=("bus error", "unable to write to file </torch_", "ancdata", "shared memory", "too many open files",
+      needles=("bus error", "unable to write to file </torch_", "ancdata", "could not unlink the shared memory", "shared memory", "too many open files",
                "/dev/shm"))
 _rule("dataloader.collate", "dataloader_error", "error", "batch samples have different shapes",
       r"stack expects each tensor to be equal size", FIX_COLLATE, gotcha="train.DP4")
@@ -461,6 +464,15 @@ _rule("dataloader.exited", "dataloader_error", "error", "a DataLoader worker exi
       needles=("exited unexpectedly", "_worker_loop", "pin_memory_thread"))
 
 # --- imports, configs, credentials
+_rule("code.framework_bug", "traceback", "error", "a bug in the training code (shapes, devices, autograd, tracing)",
+      r"modified by an inplace operation|mat1 and mat2 shapes cannot be multiplied|Expected all tensors to be on the same "
+      r"device|Trying to backward through the graph a second time|[Tt]he size of tensor a \(\d+\) must match|"
+      r"Expected input batch_size \(\d+\) to match target batch_size|TracerBoolConversionError|ConcretizationTypeError|"
+      r"TracerArrayConversionError|UnexpectedTracerError|Sizes of tensors must match",
+      FIX_TRACEBACK, needles=("modified by an inplace operation", "mat1 and mat2 shapes", "on the same device",
+                              "backward through the graph a second time", "the size of tensor a", "expected input batch_size",
+                              "tracerboolconversionerror", "concretizationtypeerror", "tracerarrayconversionerror",
+                              "unexpectedtracererror", "sizes of tensors must match"))
 _rule("config.module", "import_or_config_error", "error", "a Python module is missing",
       r"ModuleNotFoundError\b|No module named ", FIX_MODULE, gotcha="U5",
       needles=("modulenotfounderror", "no module named"))
@@ -535,15 +547,6 @@ _rule("config.wandb_key", "import_or_config_error", "warn", "W&B is disabled: no
       needles=("no api key configured", "disabled wandb"))
 
 # --- code bugs with a catalogue entry (class `traceback`)
-_rule("code.framework_bug", "traceback", "error", "a bug in the training code (shapes, devices, autograd, tracing)",
-      r"modified by an inplace operation|mat1 and mat2 shapes cannot be multiplied|Expected all tensors to be on the same "
-      r"device|Trying to backward through the graph a second time|[Tt]he size of tensor a \(\d+\) must match|"
-      r"Expected input batch_size \(\d+\) to match target batch_size|TracerBoolConversionError|ConcretizationTypeError|"
-      r"TracerArrayConversionError|UnexpectedTracerError|Sizes of tensors must match",
-      FIX_TRACEBACK, needles=("modified by an inplace operation", "mat1 and mat2 shapes", "on the same device",
-                              "backward through the graph a second time", "the size of tensor a", "expected input batch_size",
-                              "tracerboolconversionerror", "concretizationtypeerror", "tracerarrayconversionerror",
-                              "unexpectedtracererror", "sizes of tensors must match"))
 _rule("code.ddp_unused", "traceback", "error", "DDP: parameters received no gradient",
       r"Expected to have finished reduction in the prior iteration", FIX_DDP_UNUSED, gotcha="train.D8")
 _rule("code.no_grad", "traceback", "error", "the loss does not require grad",
@@ -557,7 +560,8 @@ _rule("code.scaler", "traceback", "error", "the GradScaler state was not restore
 # --- scheduler verdicts (before the SIGTERM rules: a time limit also sends SIGTERM)
 _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit ended the job",
       r"DUE TO TIME LIMIT|\bDeadlineExceeded\b|[Ww]all ?time \d+ exceeded limit|TERM_RUNLIMIT|"
-      r"exceeded (?:the |its )?(?:wall ?time|run ?time) limit|job killed: walltime", FIX_TIME_LIMIT, gotcha="SLURM2", fatal=True, needles=("walltime", "wall time", "term_runlimit", "time limit", "runtime limit", "due to time limit",
+      r"exceeded (?:the |its )?(?:wall ?time|run ?time) limit|job killed: walltime|[Ww]all ?clock limit|"
+      r"exceeded the maximum execution time", FIX_TIME_LIMIT, gotcha="SLURM2", fatal=True, needles=("walltime", "wall time", "wall clock limit", "wallclock limit", "maximum execution time", "term_runlimit", "time limit", "runtime limit", "due to time limit",
                                                                                           "deadlineexceeded"))
 _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted the job",
       r"DUE TO PREEMPTION|\bPREEMPTED\b|[Pp]re-empt(?:ed|ion)\b|PreemptionError|(?:due to|by|because of) (?:\w+ )?[Pp]reemption|"
@@ -678,7 +682,8 @@ _rule("gpu.lost", "cuda_device_error", "error", "the GPU needs a reset or is gon
 _rule("ckpt.more", "checkpoint_corrupt", "error", "a checkpoint or downloaded weight file is incomplete",
       r"Consistency check failed|file should be of size|[Cc]hecksum (?:mismatch|does not match|failed)|hash mismatch|"
       r"DataLossError|"
-      r"Unable to load weights from|is not a valid (?:checkpoint|safetensors)|invalid magic number",
+      r"Unable to load weights from|is not a valid (?:checkpoint|safetensors)|invalid magic number|"
+      r"(?:model|file|checkpoint|weights) (?:is |was )?corrupted or incomplete|not within the file bounds",
       FIX_CKPT, gotcha="train.C2")
 _rule("config.build", "import_or_config_error", "error", "a CUDA extension or library does not fit the environment",
       r"Error building extension '|CUDA Setup failed|bitsandbytes was compiled without GPU support|"
@@ -686,6 +691,11 @@ _rule("config.build", "import_or_config_error", "error", "a CUDA extension or li
       r"internlm\w*|deepseek\w*|olmo\w*|cohere|dbrx|jamba|mamba\w*|llava\w*|idefics\w*|paligemma|siglip|glm\w*|yi)'",
       FIX_IMPORT, gotcha="U29", needles=("error building extension", "cuda setup failed", "compiled without gpu support",
                                          "keyerror: '"))
+_rule("config.load", "import_or_config_error", "error", "a package failed to load or precompile",
+      r"Failed to precompile|ERROR: Unable to load dependency|does not find an installed|"
+      r"[Ee]rror loading shared librar", FIX_IMPORT, gotcha="U29",
+      needles=("failed to precompile", "unable to load dependency", "does not find an installed",
+               "error loading shared librar"))
 _rule("config.more", "import_or_config_error", "error", "the environment or a package does not fit the code",
       r"AttributeError: module '[\w.]+' has no attribute|DistributionNotFound|ContextualVersionConflict|CUDA_HOME|"
       r"Ninja is required|compiled with different CUDA versions|does not recognize this architecture|"
@@ -805,6 +815,9 @@ _rule("crash.glog_fatal", "traceback", "error", "a fatal check failed (glog FATA
       r"^\s*F\d{4} \d\d:\d\d:\d\d|^[\d\-: .]+F (?:tensorflow|external|xla|third_party)/\S+:\d+\]|\] Check failed: ",
       FIX_SEGV, role="cascade", fatal=True, needles=("f0", "f1", " f tensorflow/", " f external/", " f xla/",
                                                       " f third_party/", "check failed: "))
+_rule("crash.panic", "traceback", "error", "the program panicked (Rust/Go)",
+      r"thread '[^']*' panicked at|^panic: |^goroutine \d+ \[running\]", FIX_TRACEBACK, fatal=True,
+      needles=("panicked at", "panic: ", "goroutine"))
 _rule("cascade.torchrun", "traceback", "error", "a worker or launcher failed",
       r"ChildFailedError|SignalException|failed \(exitcode: -?\d+\) local_rank|terminate called after throwing|"
       r"exitcode\s*:\s*-?[1-9]\d*|process terminated with signal|terminated with (?:exit code|signal)|"
