@@ -130,7 +130,8 @@ def test_tensorboards_nan_warning_alone_names_no_diverging_loss() -> None:
            "{'loss': 3.0489, 'learning_rate': 6e-05, 'epoch': 0.01}\n"
            "WARNING:root:NaN or Inf found in input tensor.\n")
     assert primary(log) == "healthy"
-    diverged = log + "{'loss': nan, 'learning_rate': 6e-05, 'epoch': 0.02}\n{'loss': nan, 'learning_rate': 6e-05, 'epoch': 0.03}\n"
+    diverged = log + ("{'loss': nan, 'learning_rate': 6e-05, 'epoch': 0.02}\n"
+                      "{'loss': nan, 'learning_rate': 6e-05, 'epoch': 0.03}\n")
     assert primary(diverged) == "nan_inf"
 
 

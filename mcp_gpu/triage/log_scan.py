@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from mcp_gpu.models import SEVERITY_RANK, Severity
+from mcp_gpu.triage.lexicon import TOPIC_CONFIDENCE, topic
 from mcp_gpu.triage.rules import (
     DF_DISK,
     DF_FULL_PERCENT,
@@ -24,7 +25,6 @@ from mcp_gpu.triage.rules import (
     Role,
     Rule,
 )
-from mcp_gpu.triage.lexicon import TOPIC_CONFIDENCE, topic
 from mcp_gpu.triage.scan import INDEX, clean_segments, is_tb_header, needle_lines, tb_rest
 from mcp_gpu.untrusted import clean_line as clean_remote
 
@@ -56,7 +56,8 @@ _ANNOUNCES = re.compile(r"\b(?:ERROR|WARN(?:ING)?|CRITICAL|[Ee]rror|[Ww]arning|[
 _FINITE_CHECK = re.compile(r"isnan|isinf|isfinite|\bnan\b|\binf\b", re.IGNORECASE)
 
 
-_EXC_LINE = re.compile(r"^(?:[\w.]+: )?(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?: \(see above for traceback\))?"
+_EXC_LINE = re.compile(r"^(?:[\w.]+: )?(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|"
+                       r"Exit)(?: \(see above for traceback\))?"
                        r"(?::\s|:?$)")
 
 
