@@ -31,6 +31,10 @@ _rule("ignore.tf_dso", "import_or_config_error", "info", "TensorFlow could not l
 _rule("ignore.cuda_unloading", "cuda_device_error", "info", "CUDA calls during process exit",
       r"driver shutting down|cudaErrorCudartUnloading|Error caught was: No module named", "", role="ignore",
       needles=("driver shutting down", "cudaerrorcudartunloading", "error caught was: no module named"))
+# submitit polling Slurm accounting that is switched off: its job status may be stale, the job is not affected
+_rule("ignore.sacct", "traceback", "info", "submitit could not read Slurm accounting",
+      r"[Bb]ypassing sacct error|status may be inaccurate", "", role="ignore",
+      needles=("bypassing sacct error", "status may be inaccurate"))
 _rule("ignore.torchrun_sigterm_workers", "traceback", "info", "torchrun stopping the other workers",
       r"Sending process \d+ closing signal SIGTERM|Unable to shutdown process \d+ via", "", role="ignore")
 _rule("ignore.elastic_hint", "traceback", "info", "torchrun hint", r"To enable traceback see: https://pytorch\.org", "",
