@@ -303,12 +303,13 @@ def _root_before_fatal(survived: list[_Hit], live: list[_Hit]) -> list[_Hit]:
 # simulators, TF sessions), not the run: results are already written. A Python traceback after it still counts:
 # the final evaluation or export crashed.
 _RUN_DONE = re.compile(
-    r"^(?!.*\b[Ee]poch\s*\[?\d).*(?:"
+    r"(?:"
     r"\b(?:[Tt]raining|[Oo]ptimi[sz]ation|[Ff]ine-?tuning) (?:is |has )?(?:finished|completed?|done|ended)\b|"
     r"\b(?:[Ff]inished|FINISHED|[Dd]one|[Ee]nd of|[Cc]ompleted) (?:[Tt]raining|[Oo]ptimi[sz]ation|[Ff]ine-?tuning)\b|"
     r"\b[Tt]otal [Tt]raining [Tt]ime\b|'train_runtime'|\b[Mm]odels? exported\b|"
     r"\b[Ss]aving (?:the )?final (?:model|checkpoint|weights)|\b[Ff]inal (?:model|checkpoint|weights) (?:saved|written))",
-    re.MULTILINE)
+)
+_EPOCH_SCOPED = re.compile(r"\b[Ee]poch\s*\[?\d")  # "Epoch 3 training finished": one epoch, not the run
 _TEARDOWN_CRASH = frozenset({"crash.native", "crash.abort", "signal.segv"})
 
 
@@ -340,11 +341,20 @@ def _retries_pile_up(hits: list[_Hit]) -> None:
 
 def _after_done(text: str, hits: list[_Hit]) -> None:
     """Native crashes printed after the run said it finished are its teardown: survived."""
-    done = _RUN_DONE.search(text)
-    if done is None:
+    crashes = [h for h in hits if h.rule.id in _TEARDOWN_CRASH and not h.survived]
+    if not crashes:
+        return  # the common case: no search at all
+    done_at = None
+    for m in _RUN_DONE.finditer(text, 0, max(h.index for h in crashes)):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.end())
+        if not _EPOCH_SCOPED.search(text, line_start, line_end if line_end >= 0 else len(text)):
+            done_at = m.start()
+            break
+    if done_at is None:
         return
-    for h in hits:
-        if h.index > done.start() and h.rule.id in _TEARDOWN_CRASH:
+    for h in crashes:
+        if h.index > done_at:
             h.survived = True
 
 
