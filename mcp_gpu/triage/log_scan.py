@@ -32,6 +32,10 @@ EVIDENCE_CHARS = 320
 
 
 TRACEBACK_WALK = 400  # lines a traceback may span before its final exception line
+WRAP_MIN = 70  # a frame or code line at least this long may have been wrapped by the terminal or the paste
+WRAP_LINES = 3  # wrapped tails skipped per traceback at most
+# what an exception line looks like: a (dotted) name, then ':' or the end of the line
+_EXC_LOOK = re.compile(r"^(?:[\w.]+: )?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?::|$)")
 
 
 _DF_HEADER = re.compile(r"^\s*Filesystem\s.*?\b(I?Use%)\s+Mounted on\s*$")
@@ -146,7 +150,8 @@ class _Scan:
         if prev_end <= 0:
             return False
         prev_start = self.text.rfind("\n", 0, prev_end) + 1
-        head = self.text[prev_start:prev_end][:40]
+        segs = clean_segments(self.text[prev_start:prev_end])
+        head = (segs[-1] if segs else "")[:40]
         # "Exception ignored in": Python printed it and went on; "Error in atexit._run_exitfuncs": the interpreter
         # was already exiting when a cleanup hook failed
         return "Exception ignored in" in head or "Error in atexit._run_exitfuncs" in head
@@ -155,7 +160,8 @@ class _Scan:
         """Whether the traceback is a thread's (`Exception in thread X:`, `Thread SenderThread:`): a thread dying
         does not end the process; only what follows tells whether the run went on."""
         prev = self._previous_line(header)
-        return prev is not None and _THREAD_HEADER.match(prev.strip()) is not None
+        segs = clean_segments(prev) if prev is not None else []
+        return bool(segs) and _THREAD_HEADER.match(segs[-1].strip()) is not None
 
     def _announced_before(self, header: int) -> bool:
         """Whether the line before a traceback header is a log record or a message introducing it (how a caught
@@ -194,6 +200,12 @@ class _Scan:
         prev = self._previous_line(header)
         return prev is not None and _WARNING_ONLY.search(prev) is not None and not _WORSE_THAN_WARNING.search(prev)
 
+    def _after_frame_line(self, start: int) -> bool:
+        """Whether the line before the one at `start` is a traceback frame (`File "...", line N, in f`)."""
+        prev = self._previous_line(start)
+        segs = clean_segments(prev) if prev is not None else []
+        return bool(segs) and _FRAME_LINE.match(segs[-1]) is not None
+
     def _previous_line(self, start: int) -> str | None:
         """The last non-blank line before the line starting at `start`."""
         prev_end = start - 1
@@ -212,11 +224,11 @@ class _Scan:
 
     def _judge_line(self, start: int, end: int, found: set[str]) -> None:
         raw = self.text[start:end]
-        if raw[:1] in " \t" and (prev := self._previous_line(start)) is not None and _FRAME_LINE.match(prev):
-            return  # the source line a traceback frame quotes (`raise OutOfMemoryError(...)`): code, not an event
         if "exitcode" in found:
             self.worker_exits += _WORKER_EXIT.findall(raw)
         segments = clean_segments(raw)
+        if segments and segments[0][:1] in " \t" and self._after_frame_line(start):
+            return  # the source line a traceback frame quotes (`raise OutOfMemoryError(...)`): code, not an event
         if "mounted on" in found and len(segments) == 1 and (df := _DF_HEADER.match(segments[0])):
             self._walk_df(end + 1, inodes=df.group(1) == "IUse%")
             return
@@ -241,7 +253,8 @@ class _Scan:
             if pos >= len(self.text):
                 break
             raw, end = self._physical(pos)
-            row = _DF_ROW.match(raw)
+            segs = clean_segments(raw)
+            row = _DF_ROW.match(segs[-1]) if segs else None
             if row is None:
                 break
             device, percent, mount = row.groups()
@@ -262,7 +275,8 @@ class _Scan:
         last_frame = ""
         frames: list[str] = []
         ignored = self._ignored_before(header)
-        background = self._thread_before(header)  # a feeder thread's traceback: reported, not the process dying; progress decides
+        background = self._thread_before(header)
+        prev_len, wrapped = 0, 0  # length of the last frame/code line; wrapped tails skipped so far  # a feeder thread's traceback: reported, not the process dying; progress decides
         for _ in range(TRACEBACK_WALK):
             if pos >= len(text):
                 self._skip_to = pos
@@ -278,6 +292,8 @@ class _Scan:
             raw, end = self._physical(pos)
             segs = clean_segments(raw)
             line = segs[-1] if segs else ""
+            if line[:1] in (" ", "\t") and line.strip():
+                prev_len = len(raw)  # a frame or its code line: the next line may be its wrapped tail
             if not line.strip() or line[0] in " \t" or line.lstrip().startswith(("^", "~")):
                 if line.strip() and not line.lstrip().startswith(("^", "~")):
                     last_frame = line.strip()
@@ -287,6 +303,12 @@ class _Scan:
                 pos = end + 1
                 continue
             if is_tb_header(line):  # a second header (another rank, or a chained traceback) restarts the walk
+                pos = end + 1
+                continue
+            if wrapped < WRAP_LINES and prev_len >= WRAP_MIN and not _EXC_LOOK.match(line):
+                # the tail of a long frame or code line the terminal or the paste wrapped: still inside the traceback
+                wrapped += 1
+                prev_len = len(raw)
                 pos = end + 1
                 continue
             self._skip_to = end + 1
