@@ -275,8 +275,9 @@ class _Scan:
         last_frame = ""
         frames: list[str] = []
         ignored = self._ignored_before(header)
+        # a thread's traceback (a queue feeder, `Exception in thread X:`): not the process dying; progress decides
         background = self._thread_before(header)
-        prev_len, wrapped = 0, 0  # length of the last frame/code line; wrapped tails skipped so far  # a feeder thread's traceback: reported, not the process dying; progress decides
+        prev_len, wrapped = 0, 0  # length of the last frame/code line; wrapped tails skipped so far
         for _ in range(TRACEBACK_WALK):
             if pos >= len(text):
                 self._skip_to = pos

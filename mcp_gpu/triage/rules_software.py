@@ -317,10 +317,12 @@ _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
       r"^(?:\[\d+\][+-]?\s+)?(?:\d+\s+)?Killed\b|(?:exit(?:ed)?|return|error)(?: with)? ?code[:= ]\s*(?:137|-9)\b|"
       r"EXIT CODE: 9\b|(?:\]|it/s|s/it|%)\s*Killed\s*$|"
       r"returncode=-9\b|returned -9\b|The paging file is too small|WinError 1455|all available RAM|out of RAM\b|"
-      r"RAM (?:is )?(?:full|exhausted)|Your session crashed|low swap: killing|killing largest compressed process|[Ss]ystem (?:ran|is running) out of memory|out of (?:host|system|CPU) memory|"
+      r"RAM (?:is )?(?:full|exhausted)|Your session crashed|low swap: killing|killing largest compressed process|"
+      r"[Ss]ystem (?:ran|is running) out of memory|out of (?:host|system|CPU) memory|"
       r"tried to allocate more memory than is available|[Tt]he kernel appears to have died",
       fix.HOST_OOM, gotcha="U9", fatal=True,
-      needles=("killed", "137", "-9", "exit code: 9", "your session crashed", "low swap: killing", "paging file is too small", "winerror 1455",
+      needles=("killed", "137", "-9", "exit code: 9", "your session crashed", "low swap: killing",
+               "paging file is too small", "winerror 1455",
                "all available ram", "out of ram",
                "ram is", "ram full", "ram exhausted", "out of memory", "out of host memory",
                "more memory than is available", "kernel appears to have died"))
