@@ -5,6 +5,8 @@ Each test is a log in a real tool's format where a naive reading gets the verdic
 
 from __future__ import annotations
 
+import pytest
+
 from mcp_gpu.triage.engine import triage_text
 from mcp_gpu.triage.lexicon import topic
 
@@ -30,7 +32,8 @@ def test_a_device_word_alone_does_not_make_a_code_bug_a_gpu_fault() -> None:
     log = ("Traceback (most recent call last):\n"
            '  File "train.py", line 12, in <module>\n'
            "    y = w @ x\n"
-           "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!\n")
+           "RuntimeError: Expected all tensors to be on the same device, but found at least two devices,"
+           " cuda:0 and cpu!\n")
     assert primary(log) == "traceback"
 
 
@@ -73,7 +76,8 @@ def test_a_segfault_after_the_run_finished_is_teardown_but_a_python_error_after_
 
 def test_the_source_line_a_frame_quotes_is_code_not_an_event() -> None:
     # a paste that starts at a frame (no header): `raise MisconfigurationException` is the code being shown
-    log = ('File "/env/lib/python3.10/site-packages/lightning/pytorch/callbacks/model_checkpoint.py", line 382, in _save\n'
+    log = ('File "/env/lib/python3.10/site-packages/lightning/pytorch/callbacks/model_checkpoint.py", line 382, '
+           'in _save\n'
            "    raise MisconfigurationException(m)\n"
            "lightning.fabric.utilities.exceptions.MisconfigurationException: `ModelCheckpoint(monitor='val/acc')` "
            "could not find the monitored key in the returned metrics: ['train/loss', 'val/loss']\n")
@@ -121,7 +125,8 @@ def test_a_nan_gradient_norm_during_the_loss_scale_search_at_warm_up_is_not_dive
             "loss: 12.0312, grad_norm: nan\n")
     assert primary(warm) == "healthy"
     later = ("2025-08-16 10:00:00,000 - mmdet3d - INFO - Epoch [4][3000/30895]\tlr: 7.973e-05, loss: nan, grad_norm: nan\n"
-             "2025-08-16 10:01:00,000 - mmdet3d - INFO - Epoch [4][3050/30895]\tlr: 7.973e-05, loss: nan, grad_norm: nan\n")
+             "2025-08-16 10:01:00,000 - mmdet3d - INFO - Epoch [4][3050/30895]\tlr: 7.973e-05, loss: nan,"
+             " grad_norm: nan\n")
     assert primary(later) == "nan_inf"
 
 
@@ -166,3 +171,127 @@ def test_schedulers_and_clouds_in_their_own_words() -> None:
         "host_oom_killed"
     # Slurm says "at some point" of a step that completed: accounting, not a kill
     assert primary("51200+0 records out\nslurmstepd: Exceeded step memory limit at some point.\n") == "healthy"
+
+
+# How other tools, schedulers and clouds word each failure (from their documentation and source), one line each:
+# the verdict must not depend on which stack printed it.
+WORDINGS = [
+ ("cuda_oom", "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"
+              " when initializing the engine."),
+ ("cuda_oom", "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity)"),
+ ("cuda_oom", "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to"
+              " allocate 17179869184 bytes."),
+ ("cuda_oom", "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 8192.00 MiB on device 0: cudaMalloc"
+              " failed: out of memory"),
+ ("cuda_oom", "paddle.fluid.core_avx.EnforceNotMet: ResourceExhaustedError: Out of memory error on GPU 0."
+              " Cannot allocate 1.2GB memory on GPU 0"),
+ ("host_oom_killed", "Container killed by YARN for exceeding memory limits. 10.4 GB of 10 GB physical memory used."),
+ ("host_oom_killed", "java.lang.OutOfMemoryError: Java heap space"),
+ ("host_oom_killed", "=>> PBS: job killed: mem 16777216kb exceeded limit 16777216kb"),
+ ("host_oom_killed", "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit."),
+ ("host_oom_killed", "error: job 123 exceeded hard memory limit (h_vmem)"),
+ ("host_oom_killed", "Worker exited with SIGKILL (9). The process was killed due to memory pressure."),
+ ("disk_full", "OSError: [WinError 112] There is not enough space on the disk"),
+ ("disk_full", "OSError: [Errno 28] No space left on device: '/root/.cache/huggingface/hub/tmpabc'"),
+ ("disk_full", "tar: ./data/shard-0001.tar: Cannot write: No space left on device"),
+ ("network_stall", "Error: getaddrinfo ENOTFOUND registry.npmjs.org"),
+ ("network_stall", "ssl.SSLEOFError: EOF occurred in violation of protocol (_ssl.c:2426)"),
+ ("network_stall", "botocore.exceptions.EndpointConnectionError: Could not connect to the endpoint URL:"
+                   " \"https://s3.amazonaws.com/bucket\""),
+ ("network_stall", "fsspec.exceptions.FSTimeoutError"),
+ ("network_stall", "aiohttp.client_exceptions.ServerTimeoutError: Timeout on reading data from socket"),
+ ("network_stall", "huggingface_hub.errors.HfHubHTTPError: 504 Server Error: Gateway Time-out for url:"
+                   " https://huggingface.co/api/models/x"),
+ ("network_stall", "httpx.ConnectTimeout: timed out"),
+ ("nccl_timeout", "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/2"
+                  " clients joined."),
+ ("nccl_timeout", "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"),
+ ("nccl_timeout", "RuntimeError: NCCL communicator was aborted on rank 2. Original reason for failure was:"
+                  " [Rank 2] Watchdog caught collective operation timeout"),
+ ("preempted", "TERM_PREEMPT: job killed after preemption."),
+ ("preempted", "slurmstepd: error: *** JOB 1234 ON gpu-17 CANCELLED AT 2024-01-01T00:00:00 DUE TO PREEMPTION ***"),
+ ("preempted", "TERM_CPULIMIT: job killed after reaching LSF CPU usage limit."),
+ ("preempted", "error: job 42 exceeded hard wallclock limit"),
+ ("preempted", "The node was drained for maintenance; the job was requeued."),
+ ("preempted", "Spot instance interruption notice received: instance will be terminated in 2 minutes"),
+ ("preempted", "[E] Received SIGTERM, saving checkpoint and exiting"),
+ ("ssh_disconnect", "Connection to 10.0.0.5 closed by remote host.\nConnection to 10.0.0.5 closed."),
+ ("checkpoint_corrupt", "tensorflow.python.framework.errors_impl.DataLossError: not an sstable (bad magic number)"),
+ ("checkpoint_corrupt", "_pickle.UnpicklingError: invalid load key, '<'."),
+ ("checkpoint_corrupt", "OSError: Unable to load weights from pytorch checkpoint file for './model/pytorch_model.bin'"),
+ ("import_or_config_error", "ValueError: Tokenizer class LlamaTokenizer does not exist or is not currently imported."),
+ ("import_or_config_error", "RuntimeError: FlashAttention only supports Ampere GPUs or newer."),
+ ("import_or_config_error", "ImportError: libGL.so.1: cannot open shared object file: No such file or directory"),
+ ("import_or_config_error", "AttributeError: module 'numpy' has no attribute 'float'."),
+ ("import_or_config_error", "RuntimeError: Detected that PyTorch and torchvision were compiled with different"
+                            " CUDA major versions."),
+ ("import_or_config_error", "ValueError: Unrecognized configuration class <class"
+                            " 'transformers.models.x.XConfig'> for this kind of AutoModel"),
+ ("cuda_device_error", "RuntimeError: CUDA error: uncorrectable ECC error encountered"),
+ ("cuda_device_error", "RuntimeError: CUDA error: an illegal instruction was encountered"),
+ ("cuda_device_error", "torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with"
+                       " error: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED"),
+ ("cuda_device_error", "RuntimeError: CUDA error: misaligned address"),
+ ("nan_inf", "RuntimeError: Function 'LogSoftmaxBackward0' returned nan values in its 0th output."),
+ ("nan_inf", "ValueError: Input contains NaN, infinity or a value too large for dtype('float64')."),
+ ("dataloader_error", "RuntimeError: DataLoader worker (pid(s) 12345) exited unexpectedly"),
+ ("dataloader_error", "ERROR: Unexpected bus error encountered in worker. This might be caused by"
+                      " insufficient shared memory (shm)."),
+ ("traceback", "RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x512 and 256x10)"),
+ ("traceback", "IndexError: index out of range in self"),
+ ("traceback", "TypeError: 'NoneType' object is not subscriptable"),
+ ("traceback", "ZeroDivisionError: division by zero"),
+]
+
+
+@pytest.mark.parametrize(("cls", "line"), WORDINGS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(WORDINGS)])
+def test_each_stack_wording_of_a_failure_gets_its_class(cls: str, line: str) -> None:
+    exception = line.split()[0].rstrip(":").endswith(("Error", "Exception", "Error:")) or ":" in line.split()[0]
+    text = ("Traceback (most recent call last):\n  File \"train.py\", line 10, in <module>\n    main()\n" + line + "\n"
+            if exception else line + "\n")
+    got = triage_text(text).primary
+    assert {"time_limit": "preempted", "cancelled": "preempted"}.get(got, got) == cls
+
+
+# Lines healthy runs print that look alarming; before training progress or as the log's last line, none is a failure.
+ROUTINE = [
+ "[W socket.cpp:601] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 99 - Cannot"
+ " assign requested address).",
+ "[W ProcessGroupNCCL.cpp:1856] Warning: TORCH_NCCL_AVOID_RECORD_STREAMS=1 has no effect for point-to-point"
+ " collectives.",
+ "torch.distributed.elastic.multiprocessing.redirects: [WARNING] NOTE: Redirects are currently not supported"
+ " in Windows or MacOs.",
+ "Some weights of the model checkpoint at bert-base-uncased were not used when initializing BertModel:"
+ " ['cls.predictions.bias']",
+ "wandb: WARNING Serializing object of type dict that is 1234 bytes",
+ "huggingface/tokenizers: The current process just got forked, after parallelism has already been used."
+ " Disabling parallelism to avoid deadlocks...",
+ "`use_cache=True` is incompatible with gradient checkpointing. Setting `use_cache=False`.",
+ "[2024-01-01 00:00:00,000] [WARNING] [stage3.py:1850:step] 4 pytorch allocator cache flushes since last"
+ " step. this happens when there is high memory pressure and is detrimental to performance.",
+ "Epoch 3: val_loss did not improve from 0.41230",
+ "max_memory_allocated: 70.1 GB, oom_count: 0, nan_count: 0, skipped_steps: 0",
+ "[2024-01-01 00:00:00,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping"
+ " step. Attempted loss scale: 65536, reducing to 32768",
+ "error_rate: 0.052 | wer: 0.113 | cer: 0.041",
+ "[INFO] Saving checkpoint to /ckpt/killed_runs/step_1000",
+ "Process finished with exit code 0",
+ "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection"
+ " broken by 'NewConnectionError(...)': /simple/torch/",
+ "I1201 12:00:00.000000 140 gcs_server.cc:123] Gcs Server started",
+ "2024-01-01 00:00:00.000000: E external/xla/xla/stream_executor/cuda/cuda_dnn.cc:9261] Unable to register"
+ " cuDNN factory: Attempting to register factory for plugin cuDNN when one has already been registered",
+ "W0000 00:00:1712345678.123456 1234 gpu_timer.cc:114] Skipping the delay kernel, measurement accuracy will be reduced",
+ "[rank0]:[W1201 00:00:00.000000 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT been"
+ " destroyed before we destruct ProcessGroupNCCL.",
+ "NCCL INFO NET/IB : No device found.",
+ "nvidia-smi: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that"
+ " the latest NVIDIA driver is installed and running.",
+]
+
+
+@pytest.mark.parametrize("line", ROUTINE, ids=[str(i) for i in range(len(ROUTINE))])
+def test_a_routine_line_of_a_healthy_run_raises_no_alarm(line: str) -> None:
+    progress = "\n".join(f"step {i} | loss {2.0 - i / 100:.3f} | lr 3e-4" for i in range(1, 6))
+    assert primary(line + "\n" + progress + "\n") == "healthy"
+    assert primary(progress + "\n" + line + "\n") == "healthy"

@@ -35,6 +35,13 @@ _rule("ignore.cuda_unloading", "cuda_device_error", "info", "CUDA calls during p
 _rule("ignore.sacct", "traceback", "info", "submitit could not read Slurm accounting",
       r"[Bb]ypassing sacct error|status may be inaccurate", "", role="ignore",
       needles=("bypassing sacct error", "status may be inaccurate"))
+# torchrun's store client retrying while the store comes up; DeepSpeed ZeRO-3 flushing its allocator cache (a speed
+# hint about GPU memory, not the host's)
+_rule("ignore.c10d_connect", "network_stall", "info", "a rendezvous client retried its first connection",
+      r"\[W socket\.cpp:\d+\]|The client socket has failed to connect to", "", role="ignore",
+      needles=("[w socket.cpp:", "the client socket has failed to connect to"))
+_rule("ignore.allocator_flush", "host_oom_killed", "info", "DeepSpeed flushed its allocator cache",
+      r"allocator cache flushes since last step", "", role="ignore", needles=("allocator cache flushes",))
 _rule("ignore.torchrun_sigterm_workers", "traceback", "info", "torchrun stopping the other workers",
       r"Sending process \d+ closing signal SIGTERM|Unable to shutdown process \d+ via", "", role="ignore")
 _rule("ignore.elastic_hint", "traceback", "info", "torchrun hint", r"To enable traceback see: https://pytorch\.org", "",
@@ -97,6 +104,14 @@ _rule("host_oom.ray", "host_oom_killed", "error", "the node ran low on RAM and i
 _rule("host_oom.tf_cpu", "host_oom_killed", "error", "host RAM ran out (TensorFlow's CPU allocator)",
       r"OOM when allocating .{0,200}(?:device:CPU|by allocator cpu)|[Aa]llocator \(cpu\) ran out of memory",
       fix.HOST_OOM, gotcha="U9", needles=("oom when allocating", "allocator (cpu) ran out"))
+# Host memory limits as JVMs, YARN, PBS and SGE word them (Spark/Ray data prep, cluster jobs), before the VRAM rule
+# claims "OutOfMemoryError"
+_rule("host_oom.jvm_schedulers", "host_oom_killed", "error", "a host memory limit killed the job (JVM, YARN, PBS, SGE)",
+      r"java\.lang\.OutOfMemoryError|Java heap space|GC overhead limit exceeded|killed by YARN for exceeding memory|"
+      r"exceeding (?:physical |virtual )?memory limits|PBS: job killed: v?mem\b|exceeded hard memory limit|h_vmem",
+      fix.HOST_OOM, gotcha="U9", fatal=True,
+      needles=("java.lang.outofmemoryerror", "java heap space", "gc overhead limit exceeded", "killed by yarn",
+               "memory limits", "pbs: job killed: mem", "pbs: job killed: vmem", "exceeded hard memory limit", "h_vmem"))
 _rule("cuda_oom.torch", "cuda_oom", "error", "GPU memory ran out",
       r"CUDA out of memory|CUDA: out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|"
       r"Cuda failure '?out of memory|HIP out of memory|RESOURCE_EXHAUSTED|[Rr]esource exhausted: Out|CUDA_ERROR_OUT_OF_MEMORY|"
@@ -281,6 +296,10 @@ _rule("nccl.watchdog", "nccl_timeout", "error", "a collective timed out (watchdo
       needles=("watchdog", "collective operation timeout", "timeout at nccl work", "ran for", "processgroupnccl",
                "checktimeout", "workcleanuploop", "heartbeat", "nccl operation", "nccl work", "nccl collective",
                "timeout", "timed out", "distnetworkerror", " hang", "stuck", "torch_nccl_async_error_handling"))
+_rule("nccl.store", "nccl_timeout", "error", "ranks timed out meeting at the rendezvous store",
+      r"DistStoreError: Timed out|[Tt]imed out after \d+ seconds waiting for clients|RendezvousTimeoutError|"
+      r"waiting for clients\. \d+/\d+ clients joined", fix.NCCL_INIT, gotcha="train.MN1",
+      needles=("diststoreerror", "waiting for clients", "rendezvoustimeouterror"))
 _rule("nccl.init", "nccl_timeout", "error", "ranks timed out meeting at initialisation",
       r"Timed out initializing process group|store based barrier|Socket Timeout|timed out waiting for all ranks|"
       r"[Rr]endezvous.*(?:timed out|timeout|[Cc]losed)|RendezvousTimeoutError|TCPStore.*(?:timed out|timeout)|"

@@ -142,8 +142,10 @@ _rule("code.scaler", "traceback", "error", "the GradScaler state was not restore
 _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit ended the job",
       r"DUE TO TIME LIMIT|\bDeadlineExceeded\b|[Ww]all ?time \d+ exceeded limit|TERM_RUNLIMIT|"
       r"exceeded (?:the |its )?(?:wall ?time|run ?time) limit|job killed: walltime|[Ww]all ?clock limit|"
-      r"exceeded the maximum execution time", fix.TIME_LIMIT, gotcha="SLURM2", fatal=True,
+      r"exceeded the maximum execution time|TERM_CPULIMIT|exceeded hard wallclock|exceeded (?:the )?CPU (?:time )?limit",
+      fix.TIME_LIMIT, gotcha="SLURM2", fatal=True,
       needles=("walltime", "wall time", "wall clock limit", "wallclock limit", "maximum execution time", "term_runlimit",
+               "term_cpulimit", "hard wallclock", "cpu limit", "cpu time limit",
                "time limit", "runtime limit", "due to time limit", "deadlineexceeded"))
 _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted the job",
       r"DUE TO PREEMPTION|\bPREEMPTED\b|[Pp]re-empt(?:ed|ion)\b|PreemptionError|(?:due to|by|because of) (?:\w+ )?[Pp]reemption|"
@@ -279,6 +281,13 @@ _rule("config.load", "import_or_config_error", "error", "a package failed to loa
       r"[Ee]rror loading shared librar", fix.IMPORT, gotcha="U29",
       needles=("failed to precompile", "unable to load dependency", "does not find an installed",
                "error loading shared librar"))
+_rule("config.hardware", "import_or_config_error", "error", "the code needs another GPU generation or build",
+      r"only supports Ampere GPUs or newer|requires (?:a GPU with )?compute capability|compiled with different CUDA|"
+      r"Unrecognized configuration class|does not exist or is not currently imported|"
+      r"[Nn]o (?:valid )?(?:GPU|CUDA device) (?:is )?(?:found|available)", fix.CUDA_VERSION, gotcha="U28",
+      needles=("only supports ampere", "compute capability", "compiled with different cuda", "unrecognized configuration class",
+               "is not currently imported", "gpu found", "gpu available", "gpu is found", "gpu is available",
+               "cuda device found", "cuda device available", "cuda device is"))
 _rule("config.more", "import_or_config_error", "error", "the environment or a package does not fit the code",
       r"AttributeError: module '[\w.]+' has no attribute|DistributionNotFound|ContextualVersionConflict|CUDA_HOME|"
       r"Ninja is required|compiled with different CUDA versions|does not recognize this architecture|"
@@ -299,6 +308,11 @@ _rule("net.git", "network_stall", "error", "a clone or fetch lost its connection
       r"[Nn]o internet connection", fix.NETWORK, gotcha="AD2",
       needles=("remote end hung up unexpectedly", "early eof", "index-pack failed", "rpc failed; curl",
                "no internet connection"))
+_rule("net.more_names", "network_stall", "error", "a network connection failed",
+      r"\bENOTFOUND\b|\bEAI_AGAIN\b|SSLEOFError|SSLZeroReturnError|EndpointConnectionError|FSTimeoutError|"
+      r"ServerTimeoutError|\bRequestTimeout\b|DNS resolution failed", fix.NETWORK, gotcha="AD2",
+      needles=("enotfound", "eai_again", "ssleoferror", "sslzeroreturnerror", "endpointconnectionerror", "fstimeouterror",
+               "servertimeouterror", "requesttimeout", "dns resolution failed"))
 _rule("net.more", "network_stall", "error", "a network connection failed",
       r"ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ECONNREFUSED|socket hang up|forcibly closed|peer closed connection|"
       r"StatusCode\.UNAVAILABLE|failed to connect to all addresses|DEADLINE_EXCEEDED|[Uu]nable to connect|"
@@ -355,11 +369,11 @@ _rule("cuda_oom.runtimes", "cuda_oom", "error", "GPU memory ran out (TensorRT, O
       r"Cuda Runtime \(out of memory\)|[Cc]uda [Ee]rror in .*\(out of memory\)|GPU memory allocation error|"
       r"[Rr]equested amount of GPU memory .{0,40}could not be allocated|BFCArena.{0,80}Failed to allocate|"
       r"Failed to allocate memory for requested buffer|OutOfMemory Error in nvinfer1|"
-      r"[Oo]ut of memory (?:allocating|to allocate)",
+      r"[Oo]ut of memory (?:allocating|to allocate)|No available memory for the cache blocks",
       fix.CUDA_OOM, gotcha="U10", needles=("(out of memory)", "gpu memory allocation error", "requested amount of gpu memory",
                                            "bfcarena", "failed to allocate memory for requested buffer",
                                            "outofmemory error in nvinfer1", "out of memory allocating",
-                                           "out of memory to allocate"))
+                                           "out of memory to allocate", "no available memory for the cache blocks"))
 _rule("cuda_oom.words", "cuda_oom", "error", "GPU memory ran out",
       r"cudaMalloc\w* (?:failed|error)|Unable to find a valid cuDNN algorithm|MPS backend out of memory|"
       r"XPU out of memory|out of (?:GPU|VRAM|video) memory|Tried to allocate [\d.]+ ?[KMGT]i?B|ResourceExhaustedError|"
