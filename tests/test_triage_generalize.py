@@ -243,6 +243,46 @@ WORDINGS = [
  ("traceback", "ZeroDivisionError: division by zero"),
 ]
 
+WORDINGS += [
+    ('host_oom_killed', 'RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not'
+                        ' enough memory: you tried to allocate 4294967296 bytes.'),
+    ('host_oom_killed', 'torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL'),
+    ('host_oom_killed', 'Memory limit reached: the kernel was restarted'),
+    ('cuda_oom', 'RuntimeError: Attempting to reserve 12.50G at the bottom of memory. That was not possible.'
+                 ' There are 10.10G free, 0B reserved, and 10.10G reservable.'),
+    ('nan_inf', 'RuntimeError: The loss returned in `training_step` is nan.'),
+    ('nan_inf', 'Detected loss of NaN at step 1200, stopping.'),
+    ('preempted', 'SignalException: Process 1234 got signal: 15'),
+    ('preempted', 'ERROR: Job failed: execution took longer than 1h0m0s seconds'),
+    ('nccl_timeout', '[E ProcessGroupGloo.cpp:138] Rank 1 successfully reached monitoredBarrier, but received'
+                     ' errors while waiting for send/recv from rank 0.'),
+    ('nccl_timeout', 'RuntimeError: Timed out initializing process group in store based barrier on rank: 3,'
+                     ' for key: store_based_barrier_key:1 (world_size=8, worker_count=4, timeout=0:30:00)'),
+    ('checkpoint_corrupt', 'RuntimeError: Expected hasRecord("version") to be true, but got false.  (Could'
+                           ' this error message be improved?  If so, please report an enhancement request to'
+                           ' PyTorch.)'),
+    ('checkpoint_corrupt', '_pickle.UnpicklingError: could not find MARK'),
+    ('checkpoint_corrupt', 'EOFError: Compressed file ended before the end-of-stream marker was reached'),
+    ('checkpoint_corrupt', 'zlib.error: Error -3 while decompressing data: invalid stored block lengths'),
+    ('import_or_config_error', 'RuntimeError: No CUDA GPUs are available'),
+    ('import_or_config_error', "KeyError: 'LOCAL_RANK'"),
+    ('import_or_config_error', 'ValueError: Error initializing torch.distributed using env:// rendezvous:'
+                               ' environment variable RANK expected, but not set'),
+    ('ssh_disconnect', 'Connection reset by 203.0.113.7 port 22'),
+    ('ssh_disconnect', 'ssh_dispatch_run_fatal: Connection to 203.0.113.7 port 22: Broken pipe'),
+    ('disk_full', 'Error: No space left on device (os error 28)'),
+    ('disk_full', 'RuntimeError: [enforce fail at inline_container.cc:595] . unexpected pos 4471616 vs 4471504'),
+    ('network_stall', "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in"
+                      " the cached files and it looks like bert-base-uncased is not the path to a directory containing"
+                      " a file named config.json."),
+    ('network_stall', 'httpcore.RemoteProtocolError: peer closed connection without sending complete message'
+                      ' body (incomplete chunked read)'),
+    ('cuda_device_error', 'RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered'),
+    ('cuda_device_error', 'CUDA error: unspecified launch failure\nCUDA kernel errors might be asynchronously'
+                          ' reported at some other API call, so the stacktrace below might be incorrect.'),
+    ('dataloader_error', 'RuntimeError: DataLoader timed out after 300 seconds'),
+]
+
 
 @pytest.mark.parametrize(("cls", "line"), WORDINGS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(WORDINGS)])
 def test_each_stack_wording_of_a_failure_gets_its_class(cls: str, line: str) -> None:
@@ -289,9 +329,56 @@ ROUTINE = [
  " the latest NVIDIA driver is installed and running.",
 ]
 
+ROUTINE += [
+    ' iteration      100/  500000 | consumed samples:        51200 | elapsed time per iteration (ms): 1234.5'
+    ' | learning rate: 3.000E-04 | global batch size:   512 | lm loss: 7.123456E+00 | loss scale: 1.0 | grad'
+    ' norm: 1.234 | number of skipped iterations:   0 | number of nan iterations:   0 |',
+    'Epoch 00005: reducing learning rate of group 0 to 1.0000e-04.',
+    "ERROR: pip's dependency resolver does not currently take into account all the packages that are"
+    " installed. This behaviour is the source of the following dependency conflicts.\ntorchaudio 2.1.0"
+    " requires torch==2.1.0, but you have torch 2.1.2 which is incompatible.",
+    '[2024-01-01 00:00:00,000] [INFO] [real_accelerator.py:203:get_accelerator] Setting ds_accelerator to'
+    ' cuda (auto detect)',
+    '/usr/lib/python3/dist-packages/torch/nn/modules/conv.py:456: UserWarning: Applied workaround for CuDNN'
+    ' issue, install nvrtc.so (Triggered internally at ../aten/src/ATen/native/cudnn/Conv_v8.cpp:80.)',
+    'wandb: Network error (ReadTimeout), entering retry loop.\nwandb: Network error resolved after'
+    ' 0:00:12.345678, resuming normal operation.',
+    'Token indices sequence length is longer than the specified maximum sequence length for this model (1034'
+    ' > 1024). Running this sequence through the model will result in indexing errors',
+    '[rank0]:[W reducer.cpp:1360] Warning: find_unused_parameters=True was specified in DDP constructor, but'
+    ' did not find any unused parameters in the forward pass.',
+    'fatal: not a git repository (or any of the parent directories): .git',
+]
+
 
 @pytest.mark.parametrize("line", ROUTINE, ids=[str(i) for i in range(len(ROUTINE))])
 def test_a_routine_line_of_a_healthy_run_raises_no_alarm(line: str) -> None:
     progress = "\n".join(f"step {i} | loss {2.0 - i / 100:.3f} | lr 3e-4" for i in range(1, 6))
     assert primary(line + "\n" + progress + "\n") == "healthy"
     assert primary(progress + "\n" + line + "\n") == "healthy"
+
+
+# How processes end, as shells, IDEs, srun and launchers print it after some training progress.
+ENDINGS = [
+    ('traceback', 'Trace/breakpoint trap (core dumped)'),
+    ('traceback', 'Process finished with exit code 139 (interrupted by signal 11: SIGSEGV)'),
+    ('traceback', 'Process finished with exit code 134 (interrupted by signal 6: SIGABRT)'),
+    ('host_oom_killed', 'Process finished with exit code 137 (interrupted by signal 9: SIGKILL)'),
+    ('traceback', 'Illegal instruction (core dumped)'),
+    ('traceback', 'Bus error (core dumped)'),
+    ('preempted', 'Hangup'),
+    ('preempted', 'Terminated'),
+    ('host_oom_killed', 'Killed'),
+    ('traceback', 'srun: error: gpu-12: task 0: Exited with exit code 1'),
+    ('traceback', 'ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0'
+                  ' (pid: 123) of binary: /usr/bin/python'),
+    ('traceback', "subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'train.py']' returned"
+                  " non-zero exit status 1."),
+]
+
+
+@pytest.mark.parametrize(("cls", "line"), ENDINGS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(ENDINGS)])
+def test_how_a_process_ended_names_its_class(cls: str, line: str) -> None:
+    progress = "\n".join(f"step {i} | loss {2.0 - i / 100:.3f} | lr 3e-4" for i in range(1, 6))
+    got = triage_text(progress + "\n" + line + "\n").primary
+    assert {"time_limit": "preempted", "cancelled": "preempted"}.get(got, got) == cls

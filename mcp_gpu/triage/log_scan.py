@@ -49,7 +49,7 @@ _BACKGROUND_FRAME = re.compile(r"multiprocessing[/\\]queues\.py\S*, line \d+, in
 
 
 _LOG_ERROR = re.compile(r"^\s*(?:\[?(?:ERROR|FATAL|CRITICAL|Error|Fatal)\]?[:\s]|[EF]\d{4} \d\d:\d\d:\d\d|"
-                        r"[\w.-]+: (?:error|fatal): |.*?\[E(?:\]|:)|"
+                        r"[\w.-]+: (?:error|fatal): |.*?\[E(?:\]|:| [\w.]+\.(?:cpp|cc|h|py):\d+\])|"
                         r".*?(?:\s|\[|\|)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s|\|))")
 
 
@@ -60,9 +60,8 @@ _ANNOUNCES = re.compile(r"\b(?:ERROR|WARN(?:ING)?|CRITICAL|[Ee]rror|[Ww]arning|[
 _FINITE_CHECK = re.compile(r"isnan|isinf|isfinite|\bnan\b|\binf\b", re.IGNORECASE)
 
 
-_EXC_LINE = re.compile(r"^(?:[\w.]+: )?(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|"
-                       r"Exit)(?: \(see above for traceback\))?"
-                       r"(?::\s|:?$)")
+_EXC_LINE = re.compile(r"^(?:[\w.]+: )?(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)|"
+                       r"[a-z_]\w*\.error)(?: \(see above for traceback\))?(?::\s|:?$)")
 
 
 # the line before a thread's traceback

@@ -42,6 +42,15 @@ _rule("ignore.c10d_connect", "network_stall", "info", "a rendezvous client retri
       needles=("[w socket.cpp:", "the client socket has failed to connect to"))
 _rule("ignore.allocator_flush", "host_oom_killed", "info", "DeepSpeed flushed its allocator cache",
       r"allocator cache flushes since last step", "", role="ignore", needles=("allocator cache flushes",))
+# pip's notice about packages it did not reconcile: printed by installs that succeeded
+_rule("ignore.pip_resolver", "import_or_config_error", "info", "pip's dependency-resolver notice",
+      r"pip's dependency resolver does not currently take into account", "", role="ignore",
+      needles=("pip's dependency resolver",))
+# a client saying the trouble is over ("Network error resolved after 0:00:12, resuming normal operation"): it is
+# the recovery, read as progress, not one more error
+_rule("ignore.recovered", "network_stall", "info", "a client recovered",
+      r"[Ee]rror resolved after|resuming normal operation|[Cc]onnection (?:re-?established|restored)|\b[Rr]econnected\b",
+      "", role="ignore", needles=("error resolved after", "resuming normal operation", "connection re", "reconnected"))
 _rule("ignore.torchrun_sigterm_workers", "traceback", "info", "torchrun stopping the other workers",
       r"Sending process \d+ closing signal SIGTERM|Unable to shutdown process \d+ via", "", role="ignore")
 _rule("ignore.elastic_hint", "traceback", "info", "torchrun hint", r"To enable traceback see: https://pytorch\.org", "",
@@ -112,6 +121,9 @@ _rule("host_oom.jvm_schedulers", "host_oom_killed", "error", "a host memory limi
       fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("java.lang.outofmemoryerror", "java heap space", "gc overhead limit exceeded", "killed by yarn",
                "memory limits", "pbs: job killed: mem", "pbs: job killed: vmem", "exceeded hard memory limit", "h_vmem"))
+_rule("cuda_oom.tpu", "cuda_oom", "error", "accelerator memory ran out (TPU)",
+      r"Attempting to (?:reserve|allocate) [\d.]+\s*[KMGT]i?B? at the bottom of memory", fix.CUDA_OOM, gotcha="U10",
+      needles=("at the bottom of memory",))
 _rule("cuda_oom.torch", "cuda_oom", "error", "GPU memory ran out",
       r"CUDA out of memory|CUDA: out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|"
       r"Cuda failure '?out of memory|HIP out of memory|RESOURCE_EXHAUSTED|[Rr]esource exhausted: Out|CUDA_ERROR_OUT_OF_MEMORY|"
@@ -185,10 +197,12 @@ _rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: 
       needles=("killed", "已杀死", "exitcode", "sigkill", "return code = -9", "signal 9", "code -9", "code: -9",
                "status -9", "status: -9"))
 _rule("host_oom.alloc", "host_oom_killed", "error", "host RAM exhausted (allocation failed)",
-      r"^(?:\w+\.)*MemoryError\b|Cannot allocate memory|\[Errno 12\]|DefaultCPUAllocator: can't allocate memory|std::bad_alloc|"
+      r"^(?:\w+\.)*MemoryError\b|Cannot allocate memory|\[Errno 12\]|DefaultCPUAllocator: (?:can't allocate|not enough) memory|"
+      r"std::bad_alloc|[Mm]emory limit reached|"
       r"Unable to allocate [\d.]+ [KMGT]i?B|can't allocate memory|[Oo]ut of (?:host|CPU|system) memory",
       fix.HOST_OOM, gotcha="U9",
       needles=("memoryerror", "cannot allocate memory", "[errno 12]", "can't allocate memory", "std::bad_alloc",
+               "defaultcpuallocator: not enough memory", "memory limit reached",
                "unable to allocate", "out of host memory", "out of cpu memory", "out of system memory"))
 
 # --- NaN / inf (train.P8, train.P10)
@@ -233,7 +247,9 @@ _rule("config.cuda_forward_compat", "import_or_config_error", "error", "the imag
       needles=("forward compatibility", "cuda failure 804", "please update your driver", "oci runtime create failed"))
 _rule("config.no_gpu", "import_or_config_error", "error", "torch sees no CUDA GPU",
       r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system|no CUDA-capable device is detected|"
-      r"CUDA_ERROR_NO_DEVICE", fix.NO_GPU, gotcha="U31")
+      r"CUDA_ERROR_NO_DEVICE|No CUDA GPUs are available", fix.NO_GPU, gotcha="U31",
+      needles=("torch not compiled with cuda enabled", "found no nvidia driver", "no cuda-capable device",
+               "cuda_error_no_device", "no cuda gpus are available"))
 
 # --- GPU faults (U22) and device-side errors
 _rule("gpu.xid_fatal", "cuda_device_error", "critical", "the GPU reported a fatal Xid / ECC fault",
@@ -298,8 +314,10 @@ _rule("nccl.watchdog", "nccl_timeout", "error", "a collective timed out (watchdo
                "timeout", "timed out", "distnetworkerror", " hang", "stuck", "torch_nccl_async_error_handling"))
 _rule("nccl.store", "nccl_timeout", "error", "ranks timed out meeting at the rendezvous store",
       r"DistStoreError: Timed out|[Tt]imed out after \d+ seconds waiting for clients|RendezvousTimeoutError|"
-      r"waiting for clients\. \d+/\d+ clients joined", fix.NCCL_INIT, gotcha="train.MN1",
-      needles=("diststoreerror", "waiting for clients", "rendezvoustimeouterror"))
+      r"waiting for clients\. \d+/\d+ clients joined|monitoredBarrier|errors while waiting for send/recv",
+      fix.NCCL_INIT, gotcha="train.MN1",
+      needles=("diststoreerror", "waiting for clients", "rendezvoustimeouterror", "monitoredbarrier",
+               "errors while waiting for send/recv"))
 _rule("nccl.init", "nccl_timeout", "error", "ranks timed out meeting at initialisation",
       r"Timed out initializing process group|store based barrier|Socket Timeout|timed out waiting for all ranks|"
       r"[Rr]endezvous.*(?:timed out|timeout|[Cc]losed)|RendezvousTimeoutError|TCPStore.*(?:timed out|timeout)|"

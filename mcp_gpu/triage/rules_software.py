@@ -142,10 +142,11 @@ _rule("code.scaler", "traceback", "error", "the GradScaler state was not restore
 _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit ended the job",
       r"DUE TO TIME LIMIT|\bDeadlineExceeded\b|[Ww]all ?time \d+ exceeded limit|TERM_RUNLIMIT|"
       r"exceeded (?:the |its )?(?:wall ?time|run ?time) limit|job killed: walltime|[Ww]all ?clock limit|"
-      r"exceeded the maximum execution time|TERM_CPULIMIT|exceeded hard wallclock|exceeded (?:the )?CPU (?:time )?limit",
+      r"exceeded the maximum execution time|execution took longer than|TERM_CPULIMIT|exceeded hard wallclock|"
+      r"exceeded (?:the )?CPU (?:time )?limit",
       fix.TIME_LIMIT, gotcha="SLURM2", fatal=True,
       needles=("walltime", "wall time", "wall clock limit", "wallclock limit", "maximum execution time", "term_runlimit",
-               "term_cpulimit", "hard wallclock", "cpu limit", "cpu time limit",
+               "term_cpulimit", "execution took longer than", "hard wallclock", "cpu limit", "cpu time limit",
                "time limit", "runtime limit", "due to time limit", "deadlineexceeded"))
 _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted the job",
       r"DUE TO PREEMPTION|\bPREEMPTED\b|[Pp]re-empt(?:ed|ion)\b|PreemptionError|(?:due to|by|because of) (?:\w+ )?[Pp]reemption|"
@@ -266,7 +267,8 @@ _rule("gpu.lost", "cuda_device_error", "error", "the GPU needs a reset or is gon
                                       "fell off the bus"))
 _rule("ckpt.more", "checkpoint_corrupt", "error", "a checkpoint or downloaded weight file is incomplete",
       r"Consistency check failed|file should be of size|[Cc]hecksum (?:mismatch|does not match|failed)|hash mismatch|"
-      r"DataLossError|"
+      r"DataLossError|hasRecord\(\"version\"\)|could not find MARK|ended before the end-of-stream marker|"
+      r"Error -3 while decompressing|"
       r"Unable to load weights from|is not a valid (?:checkpoint|safetensors)|invalid magic number|"
       r"(?:model|file|checkpoint|weights) (?:is |was )?corrupted or incomplete|not within the file bounds",
       fix.CKPT, gotcha="train.C2")
@@ -281,6 +283,10 @@ _rule("config.load", "import_or_config_error", "error", "a package failed to loa
       r"[Ee]rror loading shared librar", fix.IMPORT, gotcha="U29",
       needles=("failed to precompile", "unable to load dependency", "does not find an installed",
                "error loading shared librar"))
+_rule("config.launch_env", "import_or_config_error", "error", "the script was started without its launcher's environment",
+      r"KeyError: '(?:LOCAL_RANK|RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT|LOCAL_WORLD_SIZE)'|"
+      r"environment variable \w+ expected, but not set", fix.ARGS,
+      needles=("keyerror: '", "expected, but not set"))
 _rule("config.hardware", "import_or_config_error", "error", "the code needs another GPU generation or build",
       r"only supports Ampere GPUs or newer|requires (?:a GPU with )?compute capability|compiled with different CUDA|"
       r"Unrecognized configuration class|does not exist or is not currently imported|"
@@ -296,7 +302,8 @@ _rule("config.more", "import_or_config_error", "error", "the environment or a pa
                                          "cuda_home", "ninja is required", "compiled with different cuda versions",
                                          "does not recognize this architecture", "permission denied"))
 _rule("ssh.more", "ssh_disconnect", "warn", "the SSH session dropped",
-      r"port 22\b.*(?:closed|reset|timed out|refused)|Software caused connection abort|"
+      r"port 22\b.*(?:closed|reset|timed out|refused|[Bb]roken pipe)|Software caused connection abort|ssh_dispatch_run_fatal|"
+      r"Connection (?:reset|closed) by \S+ port 22\b|\[lost tty\]|"
       r"Connection closed by \S+ port \d+|[Ss]erver unexpectedly closed network connection|Received disconnect from|"
       r"Permission denied \(publickey|Could not establish connection to|Connection timed out during banner exchange",
       fix.SSH, gotcha="U1", needles=("port 22", "software caused connection abort", "connection closed by",

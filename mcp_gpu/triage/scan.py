@@ -141,7 +141,11 @@ _PROGRESS = re.compile(
     r"\b(?:train_|training_)?loss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d|"
     r"\b(?:successfully|succeeded|(?:training|download|upload|epoch|step) (?:completed|complete|finished|done)|"
     r"(?:saved|saving) (?:model|checkpoint)|resum(?:ed|ing) (?:training|from)|continu(?:e|"
-    r"ing) training)\b", re.IGNORECASE | re.MULTILINE)
+    r"ing) training)\b|resuming normal operation|\b[Rr]esolved after\b|[Cc]onnection (?:re-?established|restored)|"
+    r"\b[Rr]econnected\b", re.IGNORECASE | re.MULTILINE)
+# a client saying the trouble is over: progress even though the line names the error it recovered from
+_RECOVERED = re.compile(r"resuming normal operation|\b[Rr]esolved after\b|[Cc]onnection (?:re-?established|restored)|"
+                        r"\b[Rr]econnected\b")
 # a finite loss value: what a NaN/inf loss needs after it to count as survived
 # (a validation or test loss does not count: the training loss is what went bad)
 _FINITE_LOSS = re.compile(r"(?<![\w/])(?<!validation )(?<!valid )(?<!val )(?<!eval )(?<!test )(?:train[_/ ]?)?"
@@ -206,7 +210,8 @@ class ProgressFinder:
                 continue
             line = self.text[start:end]
             last = clean_segments(line)[-1] if line else ""
-            if start not in self.hit_lines and (last.startswith("Exception ignored in") or not _NOT_PROGRESS.search(last)):
+            if start not in self.hit_lines and (last.startswith("Exception ignored in") or _RECOVERED.search(last)
+                                                or not _NOT_PROGRESS.search(last)):
                 return start
             pos = end + 1
 
