@@ -283,6 +283,47 @@ WORDINGS += [
     ('dataloader_error', 'RuntimeError: DataLoader timed out after 300 seconds'),
 ]
 
+WORDINGS += [
+    ('import_or_config_error',
+     'PreconditionNotMetError: The third-party dynamic library (libcudnn.so) that Paddle depends on is not configured correctly. (error code is libcudnn.so: cannot open shared object file: No such file or directory)'),  # noqa: E501 (a real message, kept whole)
+    ('cuda_oom',
+     'RuntimeError: Malloc device memory failed, size[1073741824], ret[207001]'),
+    ('cuda_oom',
+     'F0101 12:00:00.000000  1234 syncedmem.cpp:71] Check failed: error == cudaSuccess (2 vs. 0)  out of memory'),
+    ('host_oom_killed',
+     'srun: error: node17: task 0: Out Of Memory'),
+    ('import_or_config_error',
+     'sbatch: error: Batch job submission failed: Requested node configuration is not available'),
+    ('import_or_config_error',
+     'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].'),
+    ('import_or_config_error',
+     'nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown.'),
+    ('import_or_config_error',
+     'Failed to initialize NVML: Driver/library version mismatch'),
+    ('import_or_config_error',
+     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."),  # noqa: E501 (a real message, kept whole)
+    ('import_or_config_error',
+     'RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 802: system not yet initialized'),  # noqa: E501 (a real message, kept whole)
+    ('network_stall',
+     "E: Failed to fetch http://archive.ubuntu.com/ubuntu/dists/jammy/InRelease  Temporary failure resolving 'archive.ubuntu.com'"),  # noqa: E501 (a real message, kept whole)
+    ('network_stall',
+     "wget: unable to resolve host address 'download.pytorch.org'"),
+    ('checkpoint_corrupt',
+     'ValueError: Unable to load checkpoint: the safetensors header is corrupted'),
+    ('cuda_device_error',
+     "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to execute XLA Runtime executable: run time error: custom call 'xla.gpu.all_reduce' failed: CUDA_ERROR_ILLEGAL_ADDRESS"),  # noqa: E501 (a real message, kept whole)
+    ('nan_inf',
+     'Detected loss of NaN at step 1200, stopping.'),
+    ('host_oom_killed',
+     "[Errno 12] Cannot allocate memory: 'OSError'"),
+    ('preempted',
+     '*** SIGTERM received at time=1700000000 on cpu 3 ***'),
+    ('preempted',
+     'Received signal 15, shutting down gracefully'),
+    ('cuda_oom',
+     'torch.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)'),
+]
+
 
 @pytest.mark.parametrize(("cls", "line"), WORDINGS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(WORDINGS)])
 def test_each_stack_wording_of_a_failure_gets_its_class(cls: str, line: str) -> None:
@@ -325,8 +366,6 @@ ROUTINE = [
  "[rank0]:[W1201 00:00:00.000000 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT been"
  " destroyed before we destruct ProcessGroupNCCL.",
  "NCCL INFO NET/IB : No device found.",
- "nvidia-smi: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that"
- " the latest NVIDIA driver is installed and running.",
 ]
 
 ROUTINE += [

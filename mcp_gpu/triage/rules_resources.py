@@ -121,6 +121,9 @@ _rule("host_oom.jvm_schedulers", "host_oom_killed", "error", "a host memory limi
       fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("java.lang.outofmemoryerror", "java heap space", "gc overhead limit exceeded", "killed by yarn",
                "memory limits", "pbs: job killed: mem", "pbs: job killed: vmem", "exceeded hard memory limit", "h_vmem"))
+_rule("cuda_oom.other_stacks", "cuda_oom", "error", "accelerator memory ran out (Caffe, MindSpore, Ascend)",
+      r"cudaSuccess \(2 vs\. 0\)\s+out of memory|[Mm]alloc device memory failed|[Dd]evice memory (?:is )?(?:not enough|insufficient)",
+      fix.CUDA_OOM, gotcha="U10", needles=("cudasuccess (2 vs. 0)", "malloc device memory failed", "device memory"))
 _rule("cuda_oom.tpu", "cuda_oom", "error", "accelerator memory ran out (TPU)",
       r"Attempting to (?:reserve|allocate) [\d.]+\s*[KMGT]i?B? at the bottom of memory", fix.CUDA_OOM, gotcha="U10",
       needles=("at the bottom of memory",))
@@ -160,8 +163,9 @@ _rule("ckpt.zip", "checkpoint_corrupt", "error", "checkpoint is truncated or cor
 
 # --- host / cgroup memory (U9, SLURM4)
 _rule("host_oom.slurm", "host_oom_killed", "error", "Slurm's cgroup OOM handler killed the job",
-      r"Detected \d+ oom[-_ ]kill events?|\bOUT_OF_MEMORY\b|oom[-_]kill event", fix.SLURM_OOM, gotcha="SLURM4",
-      needles=("oom-kill", "oom_kill", "oom kill", "out_of_memory"), fatal=True)
+      r"Detected \d+ oom[-_ ]kill events?|\bOUT_OF_MEMORY\b|oom[-_]kill event|task \d+: Out Of Memory",
+      fix.SLURM_OOM, gotcha="SLURM4", needles=("oom-kill", "oom_kill", "oom kill", "out_of_memory", "out of memory"),
+      fatal=True)
 _rule("host_oom.kernel", "host_oom_killed", "error", "the kernel OOM killer killed a process",
       r"Out of memory: Kill(?:ed)? process|Memory cgroup out of memory|invoked oom-killer|\boom-kill:|\bOOMKilled\b|"
       r"low on resource: memory|[Kk]illed process \d+|\boom_reaper\b|[Mm]emory pressure|memory (?:usage )?threshold|"
@@ -245,6 +249,13 @@ _rule("config.cuda_forward_compat", "import_or_config_error", "error", "the imag
       r"forward compatibility was attempted on non supported HW|CUDA failure 804|cuda>=[\d.]+.*please update your driver|"
       r"OCI runtime create failed", fix.DRIVER_FORWARD, gotcha="RP9",
       needles=("forward compatibility", "cuda failure 804", "please update your driver", "oci runtime create failed"))
+# the container or the host cannot reach the GPU driver at all: the machine, not the code (U31, fabric manager)
+_rule("config.driver", "import_or_config_error", "error", "the GPU driver is not reachable from the job",
+      r"could not select device driver .{0,20}with capabilities: \[\[gpu\]\]|nvidia-container-cli: initialization error|"
+      r"Driver/library version mismatch|couldn't communicate with the NVIDIA driver|[Ee]rror 802: system not yet initialized|"
+      r"[Ff]ailed to initialize NVML", fix.NO_GPU, gotcha="U31",
+      needles=("could not select device driver", "nvidia-container-cli: initialization error", "driver/library version mismatch",
+               "couldn't communicate with the nvidia driver", "system not yet initialized", "failed to initialize nvml"))
 _rule("config.no_gpu", "import_or_config_error", "error", "torch sees no CUDA GPU",
       r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system|no CUDA-capable device is detected|"
       r"CUDA_ERROR_NO_DEVICE|No CUDA GPUs are available", fix.NO_GPU, gotcha="U31",

@@ -283,6 +283,10 @@ _rule("config.load", "import_or_config_error", "error", "a package failed to loa
       r"[Ee]rror loading shared librar", fix.IMPORT, gotcha="U29",
       needles=("failed to precompile", "unable to load dependency", "does not find an installed",
                "error loading shared librar"))
+_rule("config.submit", "import_or_config_error", "error", "the scheduler refused the job as submitted",
+      r"Batch job submission failed|[Rr]equested node configuration is not available|[Ii]nvalid (?:account|partition|qos)",
+      fix.ARGS, needles=("batch job submission failed", "requested node configuration", "invalid account",
+                         "invalid partition", "invalid qos"))
 _rule("config.launch_env", "import_or_config_error", "error", "the script was started without its launcher's environment",
       r"KeyError: '(?:LOCAL_RANK|RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT|LOCAL_WORLD_SIZE)'|"
       r"environment variable \w+ expected, but not set", fix.ARGS,
@@ -316,9 +320,9 @@ _rule("net.git", "network_stall", "error", "a clone or fetch lost its connection
       needles=("remote end hung up unexpectedly", "early eof", "index-pack failed", "rpc failed; curl",
                "no internet connection"))
 _rule("net.more_names", "network_stall", "error", "a network connection failed",
-      r"\bENOTFOUND\b|\bEAI_AGAIN\b|SSLEOFError|SSLZeroReturnError|EndpointConnectionError|FSTimeoutError|"
+      r"Temporary failure resolving|unable to resolve host|\bENOTFOUND\b|\bEAI_AGAIN\b|SSLEOFError|SSLZeroReturnError|EndpointConnectionError|FSTimeoutError|"
       r"ServerTimeoutError|\bRequestTimeout\b|DNS resolution failed", fix.NETWORK, gotcha="AD2",
-      needles=("enotfound", "eai_again", "ssleoferror", "sslzeroreturnerror", "endpointconnectionerror", "fstimeouterror",
+      needles=("temporary failure resolving", "unable to resolve host", "enotfound", "eai_again", "ssleoferror", "sslzeroreturnerror", "endpointconnectionerror", "fstimeouterror",
                "servertimeouterror", "requesttimeout", "dns resolution failed"))
 _rule("net.more", "network_stall", "error", "a network connection failed",
       r"ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ECONNREFUSED|socket hang up|forcibly closed|peer closed connection|"
