@@ -122,7 +122,8 @@ _rule("host_oom.jvm_schedulers", "host_oom_killed", "error", "a host memory limi
       needles=("java.lang.outofmemoryerror", "java heap space", "gc overhead limit exceeded", "killed by yarn",
                "memory limits", "pbs: job killed: mem", "pbs: job killed: vmem", "exceeded hard memory limit", "h_vmem"))
 _rule("cuda_oom.other_stacks", "cuda_oom", "error", "accelerator memory ran out (Caffe, MindSpore, Ascend)",
-      r"cudaSuccess \(2 vs\. 0\)\s+out of memory|[Mm]alloc device memory failed|[Dd]evice memory (?:is )?(?:not enough|insufficient)",
+      r"cudaSuccess \(2 vs\. 0\)\s+out of memory|[Mm]alloc device memory failed|[Dd]evice memory (?:is )?(?:not enough|"
+      r"insufficient)",
       fix.CUDA_OOM, gotcha="U10", needles=("cudasuccess (2 vs. 0)", "malloc device memory failed", "device memory"))
 _rule("cuda_oom.tpu", "cuda_oom", "error", "accelerator memory ran out (TPU)",
       r"Attempting to (?:reserve|allocate) [\d.]+\s*[KMGT]i?B? at the bottom of memory", fix.CUDA_OOM, gotcha="U10",

@@ -320,9 +320,11 @@ _rule("net.git", "network_stall", "error", "a clone or fetch lost its connection
       needles=("remote end hung up unexpectedly", "early eof", "index-pack failed", "rpc failed; curl",
                "no internet connection"))
 _rule("net.more_names", "network_stall", "error", "a network connection failed",
-      r"Temporary failure resolving|unable to resolve host|\bENOTFOUND\b|\bEAI_AGAIN\b|SSLEOFError|SSLZeroReturnError|EndpointConnectionError|FSTimeoutError|"
+      r"Temporary failure resolving|unable to resolve host|\bENOTFOUND\b|\bEAI_AGAIN\b|SSLEOFError|SSLZeroReturnError|"
+      r"EndpointConnectionError|FSTimeoutError|"
       r"ServerTimeoutError|\bRequestTimeout\b|DNS resolution failed", fix.NETWORK, gotcha="AD2",
-      needles=("temporary failure resolving", "unable to resolve host", "enotfound", "eai_again", "ssleoferror", "sslzeroreturnerror", "endpointconnectionerror", "fstimeouterror",
+      needles=("temporary failure resolving", "unable to resolve host", "enotfound", "eai_again", "ssleoferror",
+               "sslzeroreturnerror", "endpointconnectionerror", "fstimeouterror",
                "servertimeouterror", "requesttimeout", "dns resolution failed"))
 _rule("net.more", "network_stall", "error", "a network connection failed",
       r"ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ECONNREFUSED|socket hang up|forcibly closed|peer closed connection|"
