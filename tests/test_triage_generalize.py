@@ -389,6 +389,25 @@ ROUTINE += [
     'fatal: not a git repository (or any of the parent directories): .git',
 ]
 
+ROUTINE += [
+    "{'train_runtime': 1234.5, 'train_samples_per_second': 41.2, 'train_steps_per_second': 1.3, 'train_loss': 0.123, 'epoch': 3.0}",  # noqa: E501 (a real message, kept whole)
+    '`Trainer.fit` stopped: `max_epochs=10` reached.',
+    '== Status ==\nCurrent time: 2024-01-01 00:00:00\nNumber of trials: 4/4 (4 TERMINATED)',
+    '[2024-01-01 00:00:00,000] [INFO] [launch.py:351:main] Process 1234 exits successfully.',
+    "nohup: ignoring input and appending output to 'nohup.out'",
+    'Epoch 10: early stopping\nRestoring model weights from the end of the best epoch: 7.',
+    'wandb: Run summary:\nwandb:      train/loss 0.12345\nwandb:  train/epoch 3.0\nwandb: \nwandb: Synced 5 W&B file(s), 0 media file(s), 0 artifact file(s) and 0 other file(s)',  # noqa: E501 (a real message, kept whole)
+    'INFO:root:Best validation error so far: 0.0213 (epoch 12)',
+    'Downloading (…)model.safetensors: 100%|██████████| 440M/440M [00:05<00:00, 80.1MB/s]',
+    'Skipping the first 100 batches: resuming from checkpoint-500',
+    '[rank0]: Loss: 0.312 | Err: 0.071 | LR: 1e-4',
+    'Saving checkpoint to /mnt/ckpt/oom-test-run/step_2000',
+    'total time: 3:12:01 | failed samples: 0 | nan losses: 0',
+    'WARNING:tensorflow:Callback method `on_train_batch_end` is slow compared to the batch time (batch time: 0.0123s vs `on_train_batch_end` time: 0.0456s). Check your callbacks.',  # noqa: E501 (a real message, kept whole)
+    '/opt/conda/lib/python3.10/site-packages/torch/utils/checkpoint.py:429: UserWarning: torch.utils.checkpoint: please pass in use_reentrant=True or use_reentrant=False explicitly.',  # noqa: E501 (a real message, kept whole)
+    'Exception in thread Thread-3 (_pin_memory_loop):\nTraceback (most recent call last):\n  File "/usr/lib/python3.10/threading.py", line 1016, in _bootstrap_inner\n    self.run()\n  File "/usr/lib/python3.10/site-packages/torch/utils/data/_utils/pin_memory.py", line 53, in _pin_memory_loop\n    do_one_step()\nConnectionResetError: [Errno 104] Connection reset by peer',  # noqa: E501 (a real message, kept whole)
+]
+
 
 @pytest.mark.parametrize("line", ROUTINE, ids=[str(i) for i in range(len(ROUTINE))])
 def test_a_routine_line_of_a_healthy_run_raises_no_alarm(line: str) -> None:
