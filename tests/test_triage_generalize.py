@@ -405,7 +405,6 @@ ROUTINE += [
     'total time: 3:12:01 | failed samples: 0 | nan losses: 0',
     'WARNING:tensorflow:Callback method `on_train_batch_end` is slow compared to the batch time (batch time: 0.0123s vs `on_train_batch_end` time: 0.0456s). Check your callbacks.',  # noqa: E501 (a real message, kept whole)
     '/opt/conda/lib/python3.10/site-packages/torch/utils/checkpoint.py:429: UserWarning: torch.utils.checkpoint: please pass in use_reentrant=True or use_reentrant=False explicitly.',  # noqa: E501 (a real message, kept whole)
-    'Exception in thread Thread-3 (_pin_memory_loop):\nTraceback (most recent call last):\n  File "/usr/lib/python3.10/threading.py", line 1016, in _bootstrap_inner\n    self.run()\n  File "/usr/lib/python3.10/site-packages/torch/utils/data/_utils/pin_memory.py", line 53, in _pin_memory_loop\n    do_one_step()\nConnectionResetError: [Errno 104] Connection reset by peer',  # noqa: E501 (a real message, kept whole)
 ]
 
 

@@ -64,10 +64,6 @@ _EXC_LINE = re.compile(r"^(?:[\w.]+: )?(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Ex
                        r"[a-z_]\w*\.error)(?: \(see above for traceback\))?(?::\s|:?$)")
 
 
-# a thread's pipe to a process that already left (a DataLoader worker at shutdown): routine in a thread
-_PIPE_CLOSED = re.compile(r"^(?:ConnectionResetError|BrokenPipeError|EOFError|ConnectionAbortedError)\b")
-
-
 # the line before a thread's traceback
 _THREAD_HEADER = re.compile(r"^(?:Exception in thread \S.*|Thread [\w.-]+):$")
 
@@ -329,8 +325,7 @@ class _Scan:
             for h in self.hits[before:]:
                 # a feeder thread's unnamed error (a broken pipe to a consumer that left) is routine; a named one
                 # (shared memory full) starves the process, and only progress after it says it was survived
-                h.survived = h.survived or ignored or optional or (background and (h.rule is GENERIC_TRACEBACK
-                                                                                    or _PIPE_CLOSED.match(line)))
+                h.survived = h.survived or ignored or optional or (background and h.rule is GENERIC_TRACEBACK)
                 h.uncaught = not caught
             return
         self._skip_to = pos
