@@ -402,7 +402,6 @@ ROUTINE += [
     'Skipping the first 100 batches: resuming from checkpoint-500',
     '[rank0]: Loss: 0.312 | Err: 0.071 | LR: 1e-4',
     'Saving checkpoint to /mnt/ckpt/oom-test-run/step_2000',
-    'total time: 3:12:01 | failed samples: 0 | nan losses: 0',
     'WARNING:tensorflow:Callback method `on_train_batch_end` is slow compared to the batch time (batch time: 0.0123s vs `on_train_batch_end` time: 0.0456s). Check your callbacks.',  # noqa: E501 (a real message, kept whole)
     '/opt/conda/lib/python3.10/site-packages/torch/utils/checkpoint.py:429: UserWarning: torch.utils.checkpoint: please pass in use_reentrant=True or use_reentrant=False explicitly.',  # noqa: E501 (a real message, kept whole)
 ]
