@@ -26,6 +26,7 @@ How a verdict is reached:
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
@@ -38,7 +39,7 @@ from mcp_gpu.triage.rules import (
     SCALE_COLLAPSE,
     SIGNALS,
 )
-from mcp_gpu.triage.scan import ANSI, ProgressFinder, clean_segments
+from mcp_gpu.triage.scan import ANSI, INDEX, ProgressFinder, clean_segments
 
 # Most root-like first: a full disk explains a corrupt checkpoint; an OOM explains the NCCL timeout of the ranks
 # left waiting; an unclassified traceback on one rank explains the others' collective timeout.
@@ -129,7 +130,7 @@ def _mark_survived(hits: list[_Hit], progress: ProgressFinder) -> None:
             continue
         nxt = progress.finite_loss_after(h.index + 1) if h.cls == "nan_inf" and h.role != "trend" else \
             progress.after(h.index + 1)
-        if nxt is not None and (h.final or h.rule is LOG_ERROR) and progress.is_bar(nxt):
+        if nxt is not None and (h.final or h.exception or h.rule is LOG_ERROR) and progress.is_bar(nxt):
             # a crashing process flushes its progress bar once after the traceback: that is not training going on
             nxt = progress.after_next(nxt + 1)
         if nxt is None:
@@ -298,6 +299,66 @@ def _root_before_fatal(survived: list[_Hit], live: list[_Hit]) -> list[_Hit]:
             _CASCADE_CLASSES and SEVERITY_RANK[h.severity] >= SEVERITY_RANK["error"] and 0 <= first - h.index <= ROOT_WINDOW]
 
 
+# The run said it finished: the whole run, not an epoch ("Training finished", "FINISHED Optimization", the HF
+# Trainer's summary, a final export). A native crash after it is the teardown (destructors of C++ extensions,
+# simulators, TF sessions), not the run: results are already written. A Python traceback after it still counts:
+# the final evaluation or export crashed.
+_RUN_DONE = re.compile(
+    r"(?:"
+    r"\b(?:[Tt]raining|[Oo]ptimi[sz]ation|[Ff]ine-?tuning) (?:is |has )?(?:finished|completed?|done|ended)\b|"
+    r"\b(?:[Ff]inished|FINISHED|[Dd]one|[Ee]nd of|[Cc]ompleted) (?:[Tt]raining|[Oo]ptimi[sz]ation|[Ff]ine-?tuning)\b|"
+    r"\b[Tt]otal [Tt]raining [Tt]ime\b|'train_runtime'|\b[Mm]odels? exported\b|"
+    r"\b[Ss]aving (?:the )?final (?:model|checkpoint|weights)|\b[Ff]inal (?:model|checkpoint|weights) (?:saved|written))",
+)
+_EPOCH_SCOPED = re.compile(r"\b[Ee]poch\s*\[?\d")  # "Epoch 3 training finished": one epoch, not the run
+_TEARDOWN_CRASH = frozenset({"crash.native", "crash.abort", "signal.segv"})
+
+
+_GRAD_NORM_FINITE = re.compile(r"\bg(?:rad)?_?norm\b['\"]?\s*[:=]\s*(?:tensor\()?['\"]?[-+]?\d", re.IGNORECASE)
+
+
+def _grad_norm_recovered(text: str, hits: list[_Hit]) -> None:
+    """A NaN/inf gradient norm followed by a finite one: the AMP scaler skipped that step and training went on."""
+    nan_norms = [h for h in hits if h.rule.id == "nan.grad_norm" and not h.survived]
+    if not nan_norms:
+        return
+    last_finite = max((m.start() for m in _GRAD_NORM_FINITE.finditer(text)), default=-1)  # one pass: linear
+    for h in nan_norms:
+        end = text.find("\n", h.index)
+        if 0 <= end < last_finite:
+            h.survived = True
+
+
+RETRIES_PILING_UP = 2
+
+
+def _retries_pile_up(hits: list[_Hit]) -> None:
+    """One retry announced is a client coping; retries piling up with no progress between them are a stall."""
+    retries = [h for h in hits if h.rule.id == "net.retrying" and not h.survived]
+    if len(retries) >= RETRIES_PILING_UP:
+        for h in retries:
+            h.severity = "warn"
+
+
+def _after_done(text: str, hits: list[_Hit]) -> None:
+    """Native crashes printed after the run said it finished are its teardown: survived."""
+    crashes = [h for h in hits if h.rule.id in _TEARDOWN_CRASH and not h.survived]
+    if not crashes:
+        return  # the common case: no search at all
+    done_at = None
+    for m in _RUN_DONE.finditer(text, 0, max(h.index for h in crashes)):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.end())
+        if not _EPOCH_SCOPED.search(text, line_start, line_end if line_end >= 0 else len(text)):
+            done_at = m.start()
+            break
+    if done_at is None:
+        return
+    for h in crashes:
+        if h.index > done_at:
+            h.survived = True
+
+
 _BARE_CR = re.compile(r"\r(?![:'\"\n])")
 
 
@@ -342,6 +403,9 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
     scan = _Scan(text, crashed, complete)
     hits = scan.hits
     _mark_survived(hits, ProgressFinder(text, scan.hit_lines))
+    _after_done(text, hits)
+    _grad_norm_recovered(text, hits)
+    _retries_pile_up(hits)
     hits += _fact_hits(len(text), exit_code, exit_signal, oom_kill_delta, scheduler_state, disk_free_bytes,
                        inodes_free)
     # "No space left on device" while the pasted `df` shows room everywhere: the inodes ran out (df -i tells)
@@ -420,10 +484,60 @@ class TriageReport(BaseModel):
     findings: list[Finding] = Field(default_factory=list, description="root cause first; cascades of it are marked info")
 
 
+_QUOTED = re.compile(r"^> ?", re.MULTILINE)
+
+
+def _unquote(text: str) -> str:
+    """A log pasted as a Markdown quote (every line behind `> `) is read without the quote marks."""
+    lines = text.count("\n") + 1
+    return _QUOTED.sub("", text) if text.startswith(">") and text.count("\n>") + 1 >= lines // 2 else text
+
+
+WRAP_MIN_WIDTH = 60  # narrower "wrapping" is just short lines
+WRAP_MIN_LINES = 3
+WRAP_SHARE = 0.3  # of the lines at least WRAP_MIN_WIDTH long, the share that must have exactly the wrap width
+_BAR_LIKE = re.compile(r"\|[^|]*\|| it/s| s/it|\d+/\d+ \[")
+
+
+def _unwrap(text: str) -> str:
+    """A paste hard-wrapped at a fixed width (a terminal, a console, a CI viewer) cuts messages in two. The width is
+    found from the text (many lines of exactly one length of at least WRAP_MIN_WIDTH, progress bars not counted);
+    a line of that width is joined with the next only where the join makes a rule's words whole, so that lines
+    which merely happen to share a length (NCCL chatter, tables) stay as they are."""
+    lines = text.split("\n")
+    widths = Counter(len(line) for line in lines if len(line) >= WRAP_MIN_WIDTH and not _BAR_LIKE.search(line))
+    if not widths:
+        return text
+    width, count = widths.most_common(1)[0]
+    if count < WRAP_MIN_LINES or count < WRAP_SHARE * sum(widths.values()):
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        while len(line) >= width and len(line) % width == 0 and i + 1 < len(lines) and _joins_words(line[-width:],
+                                                                                                 lines[i + 1]):
+            i += 1
+            line += lines[i]
+        out.append(line)
+        i += 1
+    return "\n".join(out)
+
+
+def _joins_words(head: str, tail: str) -> bool:
+    """Whether a rule's needle spans the cut between `head` and `tail` (found in neither alone)."""
+    if not head or not tail or _BAR_LIKE.search(head):
+        return False
+    edge = (head[-60:] + tail[:60]).lower()
+    return bool(INDEX.needles_in(edge + "\n") - INDEX.needles_in(head[-60:].lower() + "\n")
+                - INDEX.needles_in(tail[:60].lower() + "\n"))
+
+
 def triage_text(text: str, exit_code: int | None = None) -> TriageReport:
     """Triage a whole pasted log, linear in its size."""
     if "\x1b" in text:
         text = ANSI.sub("", text)
+    text = _unwrap(_unquote(text))
     result = _triage_text(text, exit_code=exit_code, complete=True)
     conf = 0.0
     if result.primary != "healthy" and result.findings and isinstance(result.findings[0], TriageFinding):

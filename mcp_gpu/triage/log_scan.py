@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from mcp_gpu.models import SEVERITY_RANK, Severity
+from mcp_gpu.triage.lexicon import TOPIC_CONFIDENCE, topic
 from mcp_gpu.triage.rules import (
     DF_DISK,
     DF_FULL_PERCENT,
@@ -19,6 +20,7 @@ from mcp_gpu.triage.rules import (
     LOG_ERROR,
     NAN_ASSERT,
     RULES,
+    TRUNCATED_THREAD,
     TRUNCATED_TRACEBACK,
     Role,
     Rule,
@@ -30,6 +32,10 @@ EVIDENCE_CHARS = 320
 
 
 TRACEBACK_WALK = 400  # lines a traceback may span before its final exception line
+WRAP_MIN = 70  # a frame or code line at least this long may have been wrapped by the terminal or the paste
+WRAP_LINES = 3  # wrapped tails skipped per traceback at most
+# what an exception line looks like: a (dotted) name, then ':' or the end of the line
+_EXC_LOOK = re.compile(r"^(?:[\w.]+: )?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?::|$)")
 
 
 _DF_HEADER = re.compile(r"^\s*Filesystem\s.*?\b(I?Use%)\s+Mounted on\s*$")
@@ -43,7 +49,7 @@ _BACKGROUND_FRAME = re.compile(r"multiprocessing[/\\]queues\.py\S*, line \d+, in
 
 
 _LOG_ERROR = re.compile(r"^\s*(?:\[?(?:ERROR|FATAL|CRITICAL|Error|Fatal)\]?[:\s]|[EF]\d{4} \d\d:\d\d:\d\d|"
-                        r"[\w.-]+: (?:error|fatal): |"
+                        r"[\w.-]+: (?:error|fatal): |.*?\[E(?:\]|:| [\w.]+\.(?:cpp|cc|h|py):\d+\])|"
                         r".*?(?:\s|\[|\|)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s|\|))")
 
 
@@ -54,7 +60,26 @@ _ANNOUNCES = re.compile(r"\b(?:ERROR|WARN(?:ING)?|CRITICAL|[Ee]rror|[Ww]arning|[
 _FINITE_CHECK = re.compile(r"isnan|isinf|isfinite|\bnan\b|\binf\b", re.IGNORECASE)
 
 
-_EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?::\s|:?$)")
+_EXC_LINE = re.compile(r"^(?:[\w.]+: )?(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)|"
+                       r"[a-z_]\w*\.error)(?: \(see above for traceback\))?(?::\s|:?$)")
+
+
+# the line before a thread's traceback
+_THREAD_HEADER = re.compile(r"^(?:Exception in thread \S.*|Thread [\w.-]+):$")
+
+
+# a frame line of a traceback: the line after it is the frame's source code, not something that happened
+_FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+')
+
+
+# an exception line with no message: the message is on the lines below it (a multi-line `raise X("""...""")`)
+_EMPTY_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):?\s*$")
+EXC_MESSAGE_LINES = 4
+
+
+# a log record at warning level (no error word): what it introduces was reported and passed over
+_WARNING_ONLY = re.compile(r"\b(?:WARN(?:ING)?|[Ww]arning)\b|^\s*W\d{4} ")
+_WORSE_THAN_WARNING = re.compile(r"\b(?:ERROR|CRITICAL|FATAL|[Ee]rror|[Ff]atal|[Ff]ailed)\b")
 
 
 _WORKER_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
@@ -74,6 +99,7 @@ class _Hit:
     final: bool = False  # the final exception line of a traceback
     survived: bool = False  # training went on after it
     uncaught: bool = False  # ended a traceback nothing announced as caught: the process died there
+    exception: bool = False  # a bare exception line (`SomeError: ...` at column 0) outside a walked traceback
 
     @property
     def cls(self) -> str:
@@ -123,8 +149,18 @@ class _Scan:
         if prev_end <= 0:
             return False
         prev_start = self.text.rfind("\n", 0, prev_end) + 1
-        return self.text.startswith("Exception ignored in", prev_start) or \
-            "Exception ignored in" in self.text[prev_start:prev_end][:40]
+        segs = clean_segments(self.text[prev_start:prev_end])
+        head = (segs[-1] if segs else "")[:40]
+        # "Exception ignored in": Python printed it and went on; "Error in atexit._run_exitfuncs": the interpreter
+        # was already exiting when a cleanup hook failed
+        return "Exception ignored in" in head or "Error in atexit._run_exitfuncs" in head
+
+    def _thread_before(self, header: int) -> bool:
+        """Whether the traceback is a thread's (`Exception in thread X:`, `Thread SenderThread:`): a thread dying
+        does not end the process; only what follows tells whether the run went on."""
+        prev = self._previous_line(header)
+        segs = clean_segments(prev) if prev is not None else []
+        return bool(segs) and _THREAD_HEADER.match(segs[-1].strip()) is not None
 
     def _announced_before(self, header: int) -> bool:
         """Whether the line before a traceback header is a log record or a message introducing it (how a caught
@@ -141,6 +177,45 @@ class _Scan:
             prev_end = prev_start - 1
         return False
 
+    def _with_message(self, line: str, pos: int) -> tuple[str, int]:
+        """An exception line with no message, joined with the message lines printed below it (up to a blank line
+        or a new traceback); returns the joined text and where the scan goes on."""
+        parts = [line.strip()]
+        for _ in range(EXC_MESSAGE_LINES):
+            if pos >= len(self.text):
+                break
+            raw, end = self._physical(pos)
+            if not raw.strip() or is_tb_header(raw.strip()) or _FRAME_LINE.match(raw):
+                break
+            parts.append(raw.strip())
+            pos = end + 1
+        return " ".join(parts), pos
+
+    def _optional_import(self, header: int, hits: list[_Hit]) -> bool:
+        """A missing module reported under a warning (`WARNING: triton is not available` + its ImportError): an
+        optional dependency probed and passed over, not the run failing to start."""
+        if not hits or any(h.rule.id not in ("config.module", "config.import") for h in hits):
+            return False
+        prev = self._previous_line(header)
+        return prev is not None and _WARNING_ONLY.search(prev) is not None and not _WORSE_THAN_WARNING.search(prev)
+
+    def _after_frame_line(self, start: int) -> bool:
+        """Whether the line before the one at `start` is a traceback frame (`File "...", line N, in f`)."""
+        prev = self._previous_line(start)
+        segs = clean_segments(prev) if prev is not None else []
+        return bool(segs) and _FRAME_LINE.match(segs[-1]) is not None
+
+    def _previous_line(self, start: int) -> str | None:
+        """The last non-blank line before the line starting at `start`."""
+        prev_end = start - 1
+        while prev_end > 0:
+            prev_start = self.text.rfind("\n", 0, prev_end) + 1
+            prev = self.text[prev_start:prev_end]
+            if prev.strip():
+                return prev
+            prev_end = prev_start - 1
+        return None
+
     def _physical(self, start: int) -> tuple[str, int]:
         end = self.text.find("\n", start)
         end = len(self.text) if end < 0 else end
@@ -151,6 +226,8 @@ class _Scan:
         if "exitcode" in found:
             self.worker_exits += _WORKER_EXIT.findall(raw)
         segments = clean_segments(raw)
+        if segments and segments[0][:1] in " \t" and self._after_frame_line(start):
+            return  # the source line a traceback frame quotes (`raise OutOfMemoryError(...)`): code, not an event
         if "mounted on" in found and len(segments) == 1 and (df := _DF_HEADER.match(segments[0])):
             self._walk_df(end + 1, inodes=df.group(1) == "IUse%")
             return
@@ -175,7 +252,8 @@ class _Scan:
             if pos >= len(self.text):
                 break
             raw, end = self._physical(pos)
-            row = _DF_ROW.match(raw)
+            segs = clean_segments(raw)
+            row = _DF_ROW.match(segs[-1]) if segs else None
             if row is None:
                 break
             device, percent, mount = row.groups()
@@ -196,14 +274,17 @@ class _Scan:
         last_frame = ""
         frames: list[str] = []
         ignored = self._ignored_before(header)
+        # a thread's traceback (a queue feeder, `Exception in thread X:`): not the process dying; progress decides
+        background = self._thread_before(header)
+        prev_len, wrapped = 0, 0  # length of the last frame/code line; wrapped tails skipped so far
         for _ in range(TRACEBACK_WALK):
             if pos >= len(text):
                 self._skip_to = pos
                 if last_frame:
                     # a fatal sign, but it names no cause: anything named beats it
-                    self.hits.append(_Hit(TRUNCATED_TRACEBACK, header,
+                    self.hits.append(_Hit(TRUNCATED_TRACEBACK if not background else TRUNCATED_THREAD, header,
                                           f"(the log ends inside a traceback) {last_frame}", "error", "cascade",
-                                          survived=ignored))
+                                          survived=ignored or background))
                     hint = _frame_hint(frames)
                     if hint is not None:
                         self.hits.append(_Hit(hint[0], header, hint[1], "warn", "cause", survived=ignored))
@@ -211,27 +292,40 @@ class _Scan:
             raw, end = self._physical(pos)
             segs = clean_segments(raw)
             line = segs[-1] if segs else ""
+            if line[:1] in (" ", "\t") and line.strip():
+                prev_len = len(raw)  # a frame or its code line: the next line may be its wrapped tail
             if not line.strip() or line[0] in " \t" or line.lstrip().startswith(("^", "~")):
                 if line.strip() and not line.lstrip().startswith(("^", "~")):
                     last_frame = line.strip()
                     if last_frame.startswith("File "):
                         frames.append(last_frame)
-                    ignored = ignored or _BACKGROUND_FRAME.search(line) is not None
+                    background = background or _BACKGROUND_FRAME.search(line) is not None
                 pos = end + 1
                 continue
             if is_tb_header(line):  # a second header (another rank, or a chained traceback) restarts the walk
                 pos = end + 1
                 continue
+            if wrapped < WRAP_LINES and prev_len >= WRAP_MIN and not _EXC_LOOK.match(line):
+                # the tail of a long frame or code line the terminal or the paste wrapped: still inside the traceback
+                wrapped += 1
+                prev_len = len(raw)
+                pos = end + 1
+                continue
             self._skip_to = end + 1
             before = len(self.hits)
+            if _EMPTY_EXC.match(line):
+                line, self._skip_to = self._with_message(line, end + 1)
             self._judge(pos, line, final=True, found=None)
             if (len(self.hits) > before and self.hits[-1].rule is GENERIC_TRACEBACK and line.startswith("AssertionError")
                     and last_frame and _FINITE_CHECK.search(last_frame)):
                 # an assertion guarding finiteness (`assert not torch.isnan(loss)`): the values went NaN/inf
                 self.hits[-1] = _Hit(NAN_ASSERT, pos, f"{line.strip()} at: {last_frame}", "error", "cause", final=True)
-            caught = ignored or self._announced_before(header)
+            caught = ignored or background or self._announced_before(header)
+            optional = self._optional_import(header, self.hits[before:])
             for h in self.hits[before:]:
-                h.survived = h.survived or ignored
+                # a feeder thread's unnamed error (a broken pipe to a consumer that left) is routine; a named one
+                # (shared memory full) starves the process, and only progress after it says it was survived
+                h.survived = h.survived or ignored or optional or (background and h.rule is GENERIC_TRACEBACK)
                 h.uncaught = not caught
             return
         self._skip_to = pos
@@ -239,8 +333,16 @@ class _Scan:
     def _judge(self, index: int, line: str, *, final: bool, found: set[str] | None) -> None:
         rule = _match(line, found)
         if rule is None:
-            if final or (self.bare_exceptions and _EXC_LINE.match(line)):
-                self.hits.append(_Hit(GENERIC_TRACEBACK, index, line, "error", "cause", final=final))
+            cls = topic(line) if (final or (self.bare_exceptions and (_EXC_LINE.match(line) or
+                                                                                   _LOG_ERROR.match(line)))) else None
+            if cls is not None:
+                exc = final or _EXC_LINE.match(line) is not None
+                self.hits.append(_Hit(_topic_rule(cls, "exception" if exc else "log"), index, line,
+                                      "error" if exc else "warn", "cause", final=final, exception=not final and exc))
+                self.hit_lines.add(index)
+            elif final or (self.bare_exceptions and _EXC_LINE.match(line)):
+                self.hits.append(_Hit(GENERIC_TRACEBACK, index, line, "error", "cause", final=final,
+                                      exception=not final))
                 self.hit_lines.add(index)
             elif self.bare_exceptions and _LOG_ERROR.match(line):
                 self.hits.append(_Hit(LOG_ERROR, index, line, "error", "cascade"))
@@ -261,9 +363,24 @@ class _Scan:
             self.hits.append(_Hit(rule, index, line, "info", "trend"))
             return
         severity = rule.severity
+        exception = not final and _EXC_LINE.match(line) is not None
         if final and rule.role == "cause" and SEVERITY_RANK[severity] < SEVERITY_RANK["error"]:
             severity = "error"  # the exception that ended the run, not a logged warning
-        self.hits.append(_Hit(rule, index, line, severity, rule.role, final=final))
+        self.hits.append(_Hit(rule, index, line, severity, rule.role, final=final, exception=exception))
+
+
+_TOPIC_RULES: dict[tuple[str, str], Rule] = {}
+
+
+def _topic_rule(cls: str, kind: str) -> Rule:
+    """The weak rule standing for an unexplained error line about `cls` (`kind`: exception | log)."""
+    rule = _TOPIC_RULES.get((cls, kind))
+    if rule is None:
+        base = next((r for r in RULES if r.cls == cls and r.role == "cause"), GENERIC_TRACEBACK)
+        rule = Rule(f"topic.{cls}", cls, "error", f"an error no rule knows, about {cls.replace('_', ' ')}",
+                    base.pattern, base.remedy, base.gotcha, "cause", None, False, TOPIC_CONFIDENCE)
+        _TOPIC_RULES[(cls, kind)] = rule
+    return rule
 
 
 _HINT_RULES: dict[str, Rule] = {}

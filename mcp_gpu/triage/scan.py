@@ -19,9 +19,14 @@ from mcp_gpu.triage.rules import RULES, Rule
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 # What launchers put before each line: torchrun's [rank0]:, srun's "0: ", Ray's (Worker pid=1), NCCL's
 # host:pid:tid [dev], Open MPI's [1,0]<stderr>:, and pdsh/DeepSpeed's "worker-1: " host names.
-PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s?|\d{1,4}: (?=\S)|\(\w+ pid=\d+[^)]*\)\s|"
+PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s?|\d{1,4}:(?: |$)|\(\w+ pid=\d+[^)]*\)\s|"
                     r"\S+:\d+:\d+ \[\d+\] |\[\d+,\d+\]<std(?:out|err)>:|"
                     r"(?:[a-z][\w-]*?\d+|\d{1,3}(?:\.\d{1,3}){3}): )")
+# What log collectors put before every line: `kubectl logs --timestamps` / `docker logs -t` (RFC 3339), journald's
+# syslog form. Removed before the launcher prefix, so the line underneath (a traceback frame, an exception) is read
+# as printed.
+STAMP = re.compile(r"^(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?(?: |$)|"
+                   r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.\-/]+(?:\[\d+\])?: )")
 TB_HEADER = "traceback (most recent call last)"
 _TB_HEADER_RE = re.compile(r"(?:^|\s)(?:Original )?Traceback \(most recent call last\):?")
 # structural needles: the exception line of a crash without its traceback header, and torchrun's exit codes
@@ -105,7 +110,15 @@ def clean_segments(raw: str) -> list[str]:
             segments = [p for p in parts if p.strip()]
     else:
         segments = [text]
-    return [PREFIX.sub("", s.rstrip(), count=1) for s in segments]
+    return [_unprefix(s.rstrip()) for s in segments]
+
+
+def _unprefix(line: str) -> str:
+    """The line without a collector's timestamp and up to two launcher prefixes (`srun -l` around torchrun's
+    `[rank0]:` gives `0: [rank0]: ...`)."""
+    line = STAMP.sub("", line, count=1)
+    stripped = PREFIX.sub("", line, count=1)
+    return PREFIX.sub("", stripped, count=1) if stripped != line else stripped
 
 
 def is_tb_header(line: str) -> bool:
@@ -124,11 +137,15 @@ def tb_rest(line: str) -> str | None:
 _PROGRESS = re.compile(
     r"(?<!\d)(?:[1-9]\d?|100)%\|| [1-9]\d*/\d+ \[\d|\d\s*(?:it/s|s/it|[kMG]?B/s)\b|"
     r"\b(?:step|steps|iter|iteration|epoch|global_step|num_updates|update|batch)\b['\"]?\s*[:=#]?\s*\[?\s*(?!0\b)\d|"
-    r"^Exception ignored in\b|"
+    r"\bException ignored in\b|"
     r"\b(?:train_|training_)?loss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d|"
     r"\b(?:successfully|succeeded|(?:training|download|upload|epoch|step) (?:completed|complete|finished|done)|"
     r"(?:saved|saving) (?:model|checkpoint)|resum(?:ed|ing) (?:training|from)|continu(?:e|"
-    r"ing) training)\b", re.IGNORECASE | re.MULTILINE)
+    r"ing) training)\b|resuming normal operation|\b[Rr]esolved after\b|[Cc]onnection (?:re-?established|restored)|"
+    r"\b[Rr]econnected\b", re.IGNORECASE | re.MULTILINE)
+# a client saying the trouble is over: progress even though the line names the error it recovered from
+_RECOVERED = re.compile(r"resuming normal operation|\b[Rr]esolved after\b|[Cc]onnection (?:re-?established|restored)|"
+                        r"\b[Rr]econnected\b")
 # a finite loss value: what a NaN/inf loss needs after it to count as survived
 # (a validation or test loss does not count: the training loss is what went bad)
 _FINITE_LOSS = re.compile(r"(?<![\w/])(?<!validation )(?<!valid )(?<!val )(?<!eval )(?<!test )(?:train[_/ ]?)?"
@@ -193,7 +210,8 @@ class ProgressFinder:
                 continue
             line = self.text[start:end]
             last = clean_segments(line)[-1] if line else ""
-            if start not in self.hit_lines and (last.startswith("Exception ignored in") or not _NOT_PROGRESS.search(last)):
+            if start not in self.hit_lines and (last.startswith("Exception ignored in") or _RECOVERED.search(last)
+                                                or not _NOT_PROGRESS.search(last)):
                 return start
             pos = end + 1
 

@@ -9,10 +9,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from tests.corpus.evaluate import REFINES, THRESHOLD, Score, evaluate
+from tests.corpus.evaluate import FLOOR_ACCURACY, FLOOR_FALSE_ALARMS, FLOOR_MISSED, REFINES, THRESHOLD, Score, evaluate
 from tests.corpus.loader import LABELS, load
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "triage.md"
+HISTORY = Path(__file__).resolve().parent / "HISTORY.md"  # first-sight figures per batch (measured once, kept)
 SCARCE = 15  # the issue asks for at least this many real examples per class
 
 
@@ -67,17 +68,20 @@ def render() -> str:
         f"{len(held.missed)}/{held.n - held.healthy}.",
         f"- Development: {dev.correct}/{dev.n} ({100 * dev.accuracy:.1f} %), false alarms {len(dev.false_alarms)}/"
         f"{dev.healthy}, failures called healthy {len(dev.missed)}/{dev.n - dev.healthy}.",
-        f"- The tests (`tests/test_triage_corpus.py`) ask for no false alarm on a held-out healthy log "
+        f"- The issue's bars (`tests/test_triage_corpus.py`): no false alarm on a held-out healthy log "
         f"({'met' if not held.false_alarms else '**not met**'}) and {100 * THRESHOLD:.0f} % held-out accuracy "
-        f"({'reached' if reached else '**not reached**: that test is marked xfail until it is'}).",
+        f"({'reached' if reached else '**not reached**'}); a bar not met is an xfail test that still runs and prints. "
+        f"A regression floor is enforced instead: held-out accuracy ≥ {100 * FLOOR_ACCURACY:.0f} %, false alarms ≤ "
+        f"{FLOOR_FALSE_ALARMS}, failures called healthy ≤ {FLOOR_MISSED}.",
         f"- The engine's `time_limit` and `cancelled` (refinements of the fixed set) are scored as "
         f"{', '.join(sorted(set(REFINES.values())))}, the class the corpus uses for them.",
         "",
         "## How the engine decides",
         "",
-        "`mcp_gpu/triage/`: `rules.py` is the table (one row per family of lines: class, severity, regex, remedy,",
-        "gotcha id, role, whether the line alone is fatal); `scan.py` finds every rule's literal needles in one pass",
-        "and walks tracebacks to their exception line; `engine.py` judges:",
+        "`mcp_gpu/triage/`: the rule table is data (`rules_resources.py` then `rules_software.py`, joined in",
+        "`rules.py`; one row per family of lines: class, severity, regex, remedy, gotcha id, role, whether the line",
+        "alone is fatal; remedies in `remedies.py`); `scan.py` finds every rule's literal needles in one pass;",
+        "`log_scan.py` walks tracebacks to their exception line; `lexicon.py` holds the topic words; `engine.py` judges:",
         "",
         "- a line followed by more training progress, with no fatal sign in between, was survived (caught and logged",
         "  tracebacks, retried downloads, warm-up overflow): reported as `info`, never the cause;",
@@ -88,6 +92,18 @@ def render() -> str:
         "  at 1; a NaN only when no finite training loss follows it;",
         "- among what was not survived the most root-like class wins (`PRIORITY`): collective timeouts, launcher",
         "  reports and unclassified exceptions become `info` cascades of a named cause, across ranks and restarts;",
+        "- an exception or error record no rule knows is read for the subject it names (`lexicon.py`: a GPU word near",
+        "  a memory-exhausted word, a collective word near a timeout word): a weak finding of that class instead of",
+        "  an unclassified `traceback`; a single generic word (\"device\", \"memory\") never decides;",
+        "- context decides what a line means: a thread's traceback (`Exception in thread`, a queue feeder) or one",
+        "  printed at interpreter exit (`Exception ignored in`, `Error in atexit`) is not the process dying; a native",
+        "  crash after the run said it finished is its teardown; an optional import reported under a warning is not a",
+        "  missing module; the source line a frame quotes is code, not an event; an exception whose message is on",
+        "  the lines below is read with them; one retry is a client coping, retries piling up are a stall; a NaN",
+        "  gradient norm followed by finite ones is a skipped step;",
+        "- the verdict does not depend on how the log reached us: collectors' timestamps, `srun -l`, `[rankN]:`,",
+        "  CRLF and colours are read through (tested on every development log), a Markdown-quoted paste is unquoted,",
+        "  and a paste hard-wrapped at a fixed width is joined where a cut splits a rule's words;",
         "- every finding carries its evidence lines, the fixed remedy and a confidence.",
         "",
         "## Per class, held-out part",
@@ -114,6 +130,8 @@ def render() -> str:
         "| class | excerpts | held-out |",
         "|---|---|---|",
         *[f"| {c} | {totals.get(c, 0)} | {sum(e.label == c and e.held_out for e in excerpts)} |" for c in LABELS],
+        "",
+        HISTORY.read_text(encoding="utf-8").rstrip("\n"),
         "",
     ]
     return "\n".join(out)

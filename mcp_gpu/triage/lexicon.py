@@ -1,0 +1,60 @@
+"""Topic words: which failure class an error line that no rule knows is most likely about.
+
+The rule table (`rules.py`) knows the wordings seen so far; tools keep inventing new ones ("CUDA memory pool
+exhausted", "the collective did not finish in time", "host unreachable while fetching shards"). An exception line or
+an error-level log record that no rule explains is read once more for the subject it names: two words that belong
+together (a GPU word near a memory-exhausted word, a collective word near a timeout word) make a weak finding of that
+class (confidence `TOPIC_CONFIDENCE`) instead of an unclassified `traceback`. Single generic words ("device",
+"error", "memory") never decide: "Expected all tensors to be on the same device" is a code bug, not a GPU fault.
+
+Rows are tried in order, first match wins: specific subjects (inodes, a full disk) before broad ones (network).
+"""
+
+from __future__ import annotations
+
+import re
+
+TOPIC_CONFIDENCE = 0.5
+
+_GPU = r"(?:GPU|CUDA|[Cc]uda|VRAM|vram|HBM|cuDNN|cudnn|cuBLAS|cublas|ROCm|HIP|XLA|TPU|NPU|accelerator)"
+_EXHAUSTED = r"(?:out of memory|OOM\b|memory (?:is )?(?:exhausted|full|insufficient)|insufficient memory|not enough memory|" \
+             r"[Ff]ailed to allocate|cannot allocate|allocation failed|exhausted)"
+_TIMEOUT = r"(?:timed? ?out|timeout|[Tt]ime ?[Oo]ut|did not (?:finish|complete|respond) in time|hung|hang(?:s|ing)?\b|stuck)"
+_COLLECTIVE = r"(?:NCCL|nccl|RCCL|HCCL|collective|all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|" \
+              r"process ?group|ProcessGroup|rendezvous|c10d|[Gg]loo|MPI_\w+|allreduce)"
+_NET = r"(?:connection|connect|network|socket|host ?name|DNS|name resolution|unreachable|HTTP|https?://|download|upload|" \
+       r"proxy|SSL|TLS|remote end|peer|endpoint|server)"
+_NET_BAD = r"(?:fail\w*|error|refused|reset|timed? ?out|timeout|closed|abort\w*|unreachable|lost|broken|dropped)"
+
+LEXICON: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cls, re.compile(p)) for cls, p in (
+    ("inode_exhausted", r"\b[Ii]nodes?\b|\bIUse%|[Ff]ile (?:count|number) (?:limit|quota)"),
+    ("disk_full", r"\b(?:[Dd]isk|[Ss]torage|[Vv]olume|[Ff]ile ?system) (?:space|full|quota|is full)|\b[Nn]o space\b|"
+                  r"\bENOSPC\b|\bEDQUOT\b|\bquota exceeded\b|space left on"),
+    ("cuda_oom", rf"\b{_GPU}\b.{{0,50}}{_EXHAUSTED}|{_EXHAUSTED}.{{0,50}}\b{_GPU}\b"),
+    ("host_oom_killed", r"\bout of memory\b|\bOOM\b|\bmemory (?:exhausted|limit exceeded)|\b(?:RAM|host memory|system "
+                        r"memory|CPU memory)\b.{0,30}(?:exhausted|full|exceeded|ran out)|\b[Kk]illed\b.{0,30}\bmemory\b"),
+    ("nan_inf", r"\b(?:NaN|nan|Inf|inf|infinite|non-?finite)\b.{0,40}\b(?:loss|grad\w*|output|logits?|weights?|"
+                r"activations?)\b|\b[Ll]oss\b.{0,40}\b(?:NaN|nan|inf|infinite|diverg\w*|explod\w*)\b|"
+                r"\b(?:gradient|numerical) overflow\b"),
+    ("nccl_timeout", rf"\b{_COLLECTIVE}\b.{{0,60}}{_TIMEOUT}|{_TIMEOUT}.{{0,60}}\b{_COLLECTIVE}\b"),
+    ("ssh_disconnect", r"\bssh\b|\bsshd\b|\bSSH\b"),
+    ("network_stall", rf"\b{_NET}\b.{{0,60}}\b{_NET_BAD}|\b(?:ECONNRESET|ETIMEDOUT|ECONNREFUSED|EHOSTUNREACH)\b"),
+    ("checkpoint_corrupt", r"\b(?:[Cc]heckpoint|ckpt|state_dict|weights? file|pickle|zip ?file|archive|safetensors)\b"
+                           r".{0,60}\b(?:corrupt\w*|truncat\w*|damaged|incomplete|unexpected end|EOF|"
+                           r"(?:failed to|cannot|could not|unable to) (?:read|load|deserialize|parse))"),
+    ("cuda_device_error", rf"\b(?:{_GPU}|NVML|Xid|GPU driver|device kernel)\b.{{0,40}}\b(?:error|fail\w*|fault|illegal|"
+                          r"lost|hang|crash\w*|reset|abort\w*)\b"),
+    ("dataloader_error", r"\b(?:DataLoader|[Dd]ataloader|data loader|loader worker|worker process)\b"),
+    ("preempted", r"\b(?:[Pp]re-?empt\w*|[Ee]vict\w*|[Ss]pot (?:instance|VM|node)|[Rr]eclaim\w*|[Mm]aintenance event|"
+                  r"[Ii]nterruption notice)"),
+    ("import_or_config_error", r"\b(?:[Nn]o module|import(?:ing)?|not installed|[Pp]lease install|incompatible|"
+                               r"environment variable|not compiled with|[Cc]onfig(?:uration)? (?:file|key|value|error))"),
+))
+
+
+def topic(line: str) -> str | None:
+    """The class an unexplained error line is about, or None when it names no subject a class owns."""
+    for cls, pattern in LEXICON:
+        if pattern.search(line):
+            return cls
+    return None

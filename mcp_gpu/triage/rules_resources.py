@@ -1,0 +1,349 @@
+"""The first half of the rule table: routine lines, then resources (disk, memory, NaN, GPU, collectives).
+
+Order matters (first match wins) and continues in `rules_software.py`; `rules.py` joins the two.
+"""
+
+from __future__ import annotations
+
+from mcp_gpu.triage import remedies as fix
+from mcp_gpu.triage.rule import INF_NEEDLES as _INF
+from mcp_gpu.triage.rule import Rule, RuleTable
+
+_TABLE = RuleTable()
+_rule = _TABLE.add
+
+# --- routine lines that only look alarming (first, so that nothing below claims them)
+_rule("ignore.exception_ignored", "traceback", "info", "Python printed and ignored an exception",
+      r"^Exception ignored in\b|^Error in atexit\._run_exitfuncs", "", role="ignore",
+      needles=("exception ignored in", "error in atexit._run_exitfuncs"))
+_rule("ignore.mlock", "host_oom_killed", "info", "optional memory locking failed (mlock): loading goes on",
+      r"failed to mlock|RLIMIT_MLOCK", "", role="ignore", needles=("failed to mlock", "rlimit_mlock"))
+# NCCL falling back from InfiniBand/OFI/a plugin to sockets at init, TensorFlow not finding optional TensorRT/GPU
+# libraries (it says so at W level and goes on): startup notices of a run that works
+_rule("ignore.nccl_transport", "nccl_timeout", "info", "NCCL fell back to another transport",
+      r"NCCL WARN (?:Failed to open libibverbs|NET/OFI|NET/IB ?: No device|NET/Plugin|Could not find real path)",
+      "", role="ignore", needles=("nccl warn",))
+_rule("ignore.tf_dso", "import_or_config_error", "info", "TensorFlow could not load an optional library",
+      r"(?:dso_loader|cuda_dnn|cuda_blas|cuda_fft)\.cc:\d+\] (?:Could not load dynamic library|Unable to register)|"
+      r"TF-TRT Warning", "", role="ignore", needles=("dso_loader", "cuda_dnn", "cuda_blas", "cuda_fft", "tf-trt warning"))
+# cudaErrorCudartUnloading ("driver shutting down"): CUDA calls made by destructors while the process exits;
+# xformers' own "Error caught was: No module named 'triton'" is its probe of an optional dependency
+_rule("ignore.cuda_unloading", "cuda_device_error", "info", "CUDA calls during process exit",
+      r"driver shutting down|cudaErrorCudartUnloading|Error caught was: No module named", "", role="ignore",
+      needles=("driver shutting down", "cudaerrorcudartunloading", "error caught was: no module named"))
+# submitit polling Slurm accounting that is switched off: its job status may be stale, the job is not affected
+_rule("ignore.sacct", "traceback", "info", "submitit could not read Slurm accounting",
+      r"[Bb]ypassing sacct error|status may be inaccurate", "", role="ignore",
+      needles=("bypassing sacct error", "status may be inaccurate"))
+# torchrun's store client retrying while the store comes up; DeepSpeed ZeRO-3 flushing its allocator cache (a speed
+# hint about GPU memory, not the host's)
+_rule("ignore.c10d_connect", "network_stall", "info", "a rendezvous client retried its first connection",
+      r"\[W socket\.cpp:\d+\]|The client socket has failed to connect to", "", role="ignore",
+      needles=("[w socket.cpp:", "the client socket has failed to connect to"))
+_rule("ignore.allocator_flush", "host_oom_killed", "info", "DeepSpeed flushed its allocator cache",
+      r"allocator cache flushes since last step", "", role="ignore", needles=("allocator cache flushes",))
+# pip's notice about packages it did not reconcile: printed by installs that succeeded
+_rule("ignore.pip_resolver", "import_or_config_error", "info", "pip's dependency-resolver notice",
+      r"pip's dependency resolver does not currently take into account", "", role="ignore",
+      needles=("pip's dependency resolver",))
+# a client saying the trouble is over ("Network error resolved after 0:00:12, resuming normal operation"): it is
+# the recovery, read as progress, not one more error
+_rule("ignore.recovered", "network_stall", "info", "a client recovered",
+      r"[Ee]rror resolved after|resuming normal operation|[Cc]onnection (?:re-?established|restored)|\b[Rr]econnected\b",
+      "", role="ignore", needles=("error resolved after", "resuming normal operation", "connection re", "reconnected"))
+_rule("ignore.torchrun_sigterm_workers", "traceback", "info", "torchrun stopping the other workers",
+      r"Sending process \d+ closing signal SIGTERM|Unable to shutdown process \d+ via", "", role="ignore")
+_rule("ignore.elastic_hint", "traceback", "info", "torchrun hint", r"To enable traceback see: https://pytorch\.org", "",
+      role="ignore")
+_rule("ignore.deprecation", "traceback", "info", "a deprecation or future warning",
+      # (not when the warning itself names a failure: a full disk, no memory, a GPU this torch cannot drive)
+      r"^(?!.*(?:\[Errno \d|No space|[Oo]ut of memory|Killed|CUDA (?:unknown )?error|not compatible with|NVIDIA driver))"
+      r".*(?:(?:Deprecation|Future|User|Runtime|Resource)Warning\b|\bwarnings\.warn\(|is deprecated|will be removed in)",
+      "", role="ignore", needles=("deprecationwarning", "futurewarning", "userwarning", "runtimewarning",
+                                 "resourcewarning", "warnings.warn", "deprecated", "will be removed in"))
+_rule("ignore.zero_counters", "nan_inf", "info", "a counter of NaN/inf events that reads zero",
+      r"\b(?:nan|inf)[\w/.-]*['\"]?\s*[:=]\s*['\"]?0(?:\.0+)?\b(?![.\d])(?!.*\b(?:loss|"
+      r"grad_?norm)\b['\"]?\s*[:=]\s*['\"]?[-+]?(?:nan|inf)\b)",
+      "", role="ignore", ignore_case=True, needles=("nan", *_INF))
+
+# --- mixed-precision overflow: judged as a trend of the loss scale, not line by line
+_rule("trend.fp16_overflow", "nan_inf", "info", "fp16 overflow: the loss scale was reduced",
+      r"OVERFLOW!|[Gg]radient overflow|overflow detected|[Oo]verflow(?: found)?.*(?:[Ss]kipping|loss.?scale)|"
+      r"[Aa]ttempted loss scale|reducing (?:the )?loss scale|[Dd]ecreasing loss scale|[Rr]educ(?:e|ing) loss[_ ]scale",
+      fix.FP16_SCALE, role="trend", gotcha="train.P10",
+      needles=("overflow", "attempted loss scale", "loss scale", "loss_scale"))
+
+# --- CRLF scripts (U26); the engine renders a carriage return inside a message as a visible \r
+_rule("config.crlf", "import_or_config_error", "error", "the script has Windows (CRLF) line endings",
+      r"\$'\\r'|\\r: (?:command not found|invalid option|No such file)|\^M: bad interpreter|/bin/(?:ba)?sh\^M|"
+      r"unexpected token `?\$'[^']*\\r'", fix.CRLF, gotcha="U26", needles=("\\r", "^m"))
+
+# --- inodes and disk space (U6, U7) before anything that a full disk can cause
+_rule("inodes.df", "inode_exhausted", "critical", "the filesystem is out of inodes",
+      r"[Oo]ut of inodes|no (?:free )?inodes|inodes? (?:are |is )?(?:exhausted|full|used up)|IUse%.*\b100%|"
+      r"[Ii]node (?:quota|limit) (?:exceeded|reached)|[Ff]ile (?:count|number) (?:quota|limit)|"
+      r"files? quota exceeded|exceeded (?:the )?(?:file|inode) (?:quota|limit)|[Tt]oo many files",
+      fix.INODES, gotcha="U7", needles=("inode", "iuse%", "file count", "file number", "files quota",
+                                        "file quota", "file limit", "too many files"))
+_rule("disk.gate", "disk_full", "critical", "the launch disk gate aborted: too little free space", r"\bDISK_GATE_ABORT\b",
+      fix.DISK, gotcha="U6")
+_rule("disk.torch_save", "disk_full", "critical", "torch.save failed mid-write: the disk filled",
+      r"inline_container\.cc.*(?:unexpected pos|file write failed)|PytorchStreamWriter failed|basic_ios::clear: iostream error|"
+      r"write\(\): fd \d+ failed",
+      fix.DISK, gotcha="U6", needles=("inline_container.cc", "pytorchstreamwriter failed", "basic_ios::clear", "write(): fd"))
+_rule("disk.enospc", "disk_full", "critical", "no space left on device",
+      r"No space left on device|\[Errno 28\]|\bENOSPC\b|[Nn]ot enough (?:free )?(?:disk )?space|[Dd]isk (?:is )?full|"
+      r"insufficient (?:disk )?space|out of disk space|[Nn]o space left|Write failed.*space|is over \d+% full|"
+      r"(?:[Dd]isk|[Ff]ilesystem|[Vv]olume|[Pp]artition|[Ss]torage).{0,60}\b(?:9\d|100)% (?:full|used)",
+      fix.DISK, gotcha="U6", needles=("space", "[errno 28]", "enospc", "disk full", "disk is full", "% full", "% used"))
+_rule("disk.quota", "disk_full", "critical", "disk quota exceeded", r"Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b",
+      fix.QUOTA, gotcha="U6")
+_rule("disk.k8s_evicted", "disk_full", "error", "pod evicted: node low on ephemeral storage",
+      r"low on resource: ephemeral-storage|DiskPressure|ephemeral[- ](?:local )?storage (?:usage )?exceed", fix.EVICT_DISK,
+      gotcha="K8S5", needles=("ephemeral-storage", "diskpressure", "ephemeral local storage", "ephemeral storage"))
+
+# --- host RAM worded like a GPU OOM (Ray's OutOfMemoryError is the node's RAM), before the VRAM rule
+_rule("host_oom.ray", "host_oom_killed", "error", "the node ran low on RAM and its tasks were killed",
+      r"killed due to (?:the node running low on memory|memory pressure)|[Nn]ode (?:is )?(?:running )?low on memory|"
+      r"ray\.exceptions\.OutOfMemoryError|[Ww]orkers? (?:\(tasks / actors\) )?(?:have been |were )?killed due to memory",
+      fix.HOST_OOM, gotcha="U9", fatal=True,
+      needles=("killed due to", "low on memory", "ray.exceptions.outofmemoryerror"))
+
+# --- VRAM (U10) above the NCCL and CUDA-error rules that wrap it
+_rule("host_oom.tf_cpu", "host_oom_killed", "error", "host RAM ran out (TensorFlow's CPU allocator)",
+      r"OOM when allocating .{0,200}(?:device:CPU|by allocator cpu)|[Aa]llocator \(cpu\) ran out of memory",
+      fix.HOST_OOM, gotcha="U9", needles=("oom when allocating", "allocator (cpu) ran out"))
+# Host memory limits as JVMs, YARN, PBS and SGE word them (Spark/Ray data prep, cluster jobs), before the VRAM rule
+# claims "OutOfMemoryError"
+_rule("host_oom.jvm_schedulers", "host_oom_killed", "error", "a host memory limit killed the job (JVM, YARN, PBS, SGE)",
+      r"java\.lang\.OutOfMemoryError|Java heap space|GC overhead limit exceeded|killed by YARN for exceeding memory|"
+      r"exceeding (?:physical |virtual )?memory limits|PBS: job killed: v?mem\b|exceeded hard memory limit|h_vmem",
+      fix.HOST_OOM, gotcha="U9", fatal=True,
+      needles=("java.lang.outofmemoryerror", "java heap space", "gc overhead limit exceeded", "killed by yarn",
+               "memory limits", "pbs: job killed: mem", "pbs: job killed: vmem", "exceeded hard memory limit", "h_vmem"))
+_rule("cuda_oom.other_stacks", "cuda_oom", "error", "accelerator memory ran out (Caffe, MindSpore, Ascend)",
+      r"cudaSuccess \(2 vs\. 0\)\s+out of memory|[Mm]alloc device memory failed|[Dd]evice memory (?:is )?(?:not enough|"
+      r"insufficient)",
+      fix.CUDA_OOM, gotcha="U10", needles=("cudasuccess (2 vs. 0)", "malloc device memory failed", "device memory"))
+_rule("cuda_oom.tpu", "cuda_oom", "error", "accelerator memory ran out (TPU)",
+      r"Attempting to (?:reserve|allocate) [\d.]+\s*[KMGT]i?B? at the bottom of memory", fix.CUDA_OOM, gotcha="U10",
+      needles=("at the bottom of memory",))
+_rule("cuda_oom.torch", "cuda_oom", "error", "GPU memory ran out",
+      r"CUDA out of memory|CUDA: out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|"
+      r"Cuda failure '?out of memory|HIP out of memory|RESOURCE_EXHAUSTED|[Rr]esource exhausted: Out|CUDA_ERROR_OUT_OF_MEMORY|"
+      r"OOM when allocating|OOM [Dd]etected|No executable batch size found|[Oo]ut of memory (?:while|"
+      r"trying to allocate|on device|allocating)|"
+      r"[Ff]ailed to allocate .*(?:device|GPU|from device)|[Rr]an out of memory trying to allocate|"
+      r"BFCAllocator.*(?:ran out|[Oo]ut of memory)|cudaErrorMemoryAllocation|hipErrorOutOfMemory|"
+      r"CUDNN_STATUS_ALLOC_FAILED|CUDNN_STATUS_NOT_ENOUGH_WORKSPACE|DNNL.*out of memory|"
+      r"[Nn]ot enough (?:GPU|device|CUDA) memory|GPU memory (?:is )?(?:full|exhausted|insufficient)",
+      fix.CUDA_OOM, gotcha="U10",
+      needles=("out of memory", "outofmemoryerror", "cublas_status_alloc_failed", "resource_exhausted",
+               "cuda_error_out_of_memory", "oom when allocating", "oom detected",
+               "no executable batch size found", "resource exhausted: out",
+               "failed to allocate", "ran out of memory",
+               "bfcallocator", "cudaerrormemoryallocation", "hiperroroutofmemory", "cudnn_status_alloc_failed",
+               "cudnn_status_not_enough_workspace", "gpu memory", "device memory", "cuda memory"))
+
+# --- checkpoint files (train.C2)
+_rule("ckpt.zip", "checkpoint_corrupt", "error", "checkpoint is truncated or corrupt",
+      r"PytorchStreamReader failed|failed finding central directory|invalid header or archive is corrupted|"
+      r"UnpicklingError|pickle data was truncated|unexpected EOF|SafetensorError|safetensors_rust|"
+      r"Error while deserializing header|HeaderTooLarge|HeaderTooSmall|MetadataIncompleteBuffer|InvalidHeader|"
+      r"incomplete metadata|^(?:\w+\.)*EOFError\b|Ran out of input|BadZipFile|[Nn]ot a zip file|"
+      r"(?:checkpoint|weights|state.dict|model file|archive|\.pth?|\.ckpt|\.bin|\.safetensors).{0,80}(?:corrupt|truncated)|"
+      r"(?:corrupt|truncated).{0,80}(?:checkpoint|weights|archive|\.pth?|\.ckpt|\.bin|\.safetensors)|"
+      r"[Uu]nable to (?:load|open) (?:weights|file).*(?:checkpoint|truncated)|truncated file|file signature not found|"
+      r"storage has wrong byte size|invalid load key", fix.CKPT, gotcha="train.C2",
+      needles=("pytorchstreamreader failed", "central directory", "archive is corrupted", "unpicklingerror",
+               "pickle data was truncated", "unexpected eof", "safetensorerror", "safetensors_rust",
+               "deserializing header", "headertoo", "metadataincompletebuffer", "invalidheader",
+               "incomplete metadata", "eoferror", "ran out of input", "badzipfile", "not a zip file", "corrupt",
+               "truncated", "file signature not found", "wrong byte size", "invalid load key", "unable to load",
+               "unable to open"))
+
+# --- host / cgroup memory (U9, SLURM4)
+_rule("host_oom.slurm", "host_oom_killed", "error", "Slurm's cgroup OOM handler killed the job",
+      r"Detected \d+ oom[-_ ]kill events?|\bOUT_OF_MEMORY\b|oom[-_]kill event|task \d+: Out Of Memory",
+      fix.SLURM_OOM, gotcha="SLURM4", needles=("oom-kill", "oom_kill", "oom kill", "out_of_memory", "out of memory"),
+      fatal=True)
+_rule("host_oom.kernel", "host_oom_killed", "error", "the kernel OOM killer killed a process",
+      r"Out of memory: Kill(?:ed)? process|Memory cgroup out of memory|invoked oom-killer|\boom-kill:|\bOOMKilled\b|"
+      r"low on resource: memory|[Kk]illed process \d+|\boom_reaper\b|[Mm]emory pressure|memory (?:usage )?threshold|"
+      r"[Ww]orkers? (?:have been |were )?killed due to memory|OutOfMemoryError: Task was killed|"
+      r"[Nn]ode (?:is )?(?:running )?low on memory|exceeded (?:its |the )?memory limit|[Mm]emory limit exceeded|"
+      r"[Rr]eason: OOMKilled|[Ee]xit [Cc]ode:?\s*137\b|status:? ?137|TERM_MEMLIMIT|reaching LSF memory usage limit|"
+      r"Tasks state \(memory values in pages\)|"
+      r"\boom_score_adj name\b|Memory cgroup stats for",
+      fix.HOST_OOM, gotcha="U9", fatal=True,
+      needles=("out of memory: kill", "memory cgroup out of memory", "oom-kill", "oomkilled", "low on resource: memory",
+               "killed process", "oom_reaper", "memory pressure", "memory threshold", "memory usage threshold",
+               "killed due to memory", "task was killed", "low on memory", "memory limit", "code 137", "code: 137",
+               "code:137", "exit code:", "status 137", "status: 137", "status:137", "tasks state (memory values",
+               "oom_score_adj name", "memory cgroup stats for", "term_memlimit",
+               "lsf memory usage limit"))
+# Slurm's accounting counts page cache: "at some point" is said of steps that completed (a kill says "killed")
+_rule("host_oom.limit_note", "host_oom_killed", "info", "the step's memory use touched its limit (not killed)",
+      r"Exceeded (?:job |step )?memory limit at some point", fix.SLURM_OOM, gotcha="SLURM4",
+      needles=("memory limit at some point",))
+_rule("host_oom.limits", "host_oom_killed", "error", "a memory limit was exceeded and the process killed",
+      r"[Ee]xceeded (?:job |step )?memory limit|out-of-memory handler|excessive memory|exited on signal 9\b|"
+      r"[Kk]illed: 9\b|signal 9 \(Killed\)|[Kk]illed by the OOM killer|oom.killer", fix.HOST_OOM, gotcha="U9", fatal=True,
+      needles=("memory limit", "out-of-memory handler", "excessive memory", "exited on signal 9", "killed: 9",
+               "signal 9 (killed)", "oom killer", "oom-killer", "oom_killer"))
+_rule("dataloader.killed", "dataloader_error", "error", "a DataLoader worker was killed (SIGKILL): usually host RAM",
+      r"DataLoader worker \(pid[^)]*\) is killed by signal: Killed", fix.HOST_OOM, gotcha="U9", fatal=True)
+_rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: the OOM killer, unless someone ran kill -9",
+      r"^\W*Killed\b|已杀死|: line \d+:\s+\d+ Killed\b|^zsh: killed\b|exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\) received by PID|"
+      r"return code = -9\b|died with <Signals\.SIGKILL: 9>|killed by signal: Killed|[Kk]illed by signal 9\b|"
+      r"signal 9 \(SIGKILL\)|\(SIGKILL\)|exit (?:code|status):? -9\b|\bsignal: killed\b|task \d+: Killed|"
+      r"terminated with signal SIGKILL|Signals\.SIGKILL|SIGKILL: 9",
+      fix.HOST_OOM, gotcha="U9", fatal=True,
+      needles=("killed", "已杀死", "exitcode", "sigkill", "return code = -9", "signal 9", "code -9", "code: -9",
+               "status -9", "status: -9"))
+_rule("host_oom.alloc", "host_oom_killed", "error", "host RAM exhausted (allocation failed)",
+      r"^(?:\w+\.)*MemoryError\b|Cannot allocate memory|\[Errno 12\]|DefaultCPUAllocator: (?:can't allocate|not enough) memory|"
+      r"std::bad_alloc|[Mm]emory limit reached|"
+      r"Unable to allocate [\d.]+ [KMGT]i?B|can't allocate memory|[Oo]ut of (?:host|CPU|system) memory",
+      fix.HOST_OOM, gotcha="U9",
+      needles=("memoryerror", "cannot allocate memory", "[errno 12]", "can't allocate memory", "std::bad_alloc",
+               "defaultcpuallocator: not enough memory", "memory limit reached",
+               "unable to allocate", "out of host memory", "out of cpu memory", "out of system memory"))
+
+# --- NaN / inf (train.P8, train.P10)
+# fp16/AMP: the first steps overflow while the dynamic loss scale searches down from 2**16, and the logged gradient
+# norm of those skipped steps is nan/inf: a grad-norm NaN on a line of the first 100 iterations is that search.
+_rule("nan.grad_norm_warmup", "nan_inf", "info", "the gradient norm is NaN/inf at warm-up (loss-scale search)",
+      r"^(?=.*\bg(?:rad)?_?norm\b['\"]?\s*[:=]\s*(?:tensor\()?['\"]?[-+]?(?:nan|inf)\b)(?=.*(?:[Ee]poch(?:\(train\))?\s*"
+      r"\[1\]\s*\[(?:\d{1,2}|100)/|'epoch':\s*0\.0[0-2]\d*\b|\b(?:[Ss]tep|[Ii]ter(?:ation)?)\s*[:=]?\s*(?:\d{1,2}|100)\b))",
+      fix.FP16_SCALE, gotcha="train.P10", needles=("nan", *_INF))
+_rule("nan.tensorboard", "nan_inf", "info", "a logged scalar was NaN/inf (tensorboard's warning names no metric)",
+      r"NaN or Inf found in input tensor", fix.NAN, gotcha="train.P8", needles=("nan or inf found in input tensor",))
+_rule("nan.loss", "nan_inf", "error", "the loss became NaN/inf",
+      r"(?:\b|_)(?:train_|val_|valid_|eval_|test_|total_|train/|val/)?loss(?:_\w+|es)?\b['\"]?(?:\s*[:=]\s*|"
+      r"\s+)(?:tensor\()?['\"]?"
+      r"[-+]?(?:nan|inf(?:inity)?)\b(?!\s*(?:->|to\b))|"
+      r"\bloss (?:is|became|was|=|has become|went to) (?:nan|inf|infinite)|returned nan values in its|"
+      r"\bis not finite\b|non-finite|found invalid values|probability tensor contains either|"
+      r"^(?:\w+\.)*FloatingPointError\b|\bNaN (?:or Inf )?(?:loss|detected|found|encountered|values?)|"
+      r"(?:loss|gradient|grad)s? (?:is |are |contains? )?NaN|nan loss|Loss is nan|[Dd]etected (?:nan|inf)|"
+      r"NaN or Inf found|loss is infinite|Encountered (?:a )?NaN|[Ll]oss (?:exploded|diverged)|"
+      r"\bnan\b.*\bloss\b.*\bnan\b",
+      fix.NAN, gotcha="train.P8", ignore_case=True, needles=("nan", *_INF, "non-finite", "not finite",
+                                                            "invalid values", "probability tensor",
+                                                            "floatingpointerror", "exploded", "diverged"))
+_rule("nan.scaler", "nan_inf", "error", "the fp16 loss scale hit its minimum",
+      r"loss scale already at minimum|[Mm]inimum loss scale reached|loss[_ ]scale (?:has )?(?:reached|hit) (?:the )?min",
+      fix.FP16_SCALE, gotcha="train.P10", ignore_case=True, needles=("loss scale", "loss_scale"), fatal=True)
+_rule("nan.grad_norm", "nan_inf", "warn", "the gradient norm is NaN/inf",
+      r"\bg(?:rad)?_?norm\b['\"]?\s*[:=]\s*(?:tensor\()?['\"]?[-+]?(?:nan|inf)\b", fix.NAN, gotcha="train.P8",
+      ignore_case=True, needles=("nan", *_INF))
+
+# --- CUDA environment (U28, U31, RP9) above the generic CUDA-error rule
+_rule("config.cuda_kernel_image", "import_or_config_error", "error", "the torch build has no kernels for this GPU/CUDA",
+      r"no kernel image is available for execution|mismatches the version that was used to compile PyTorch|"
+      r"CUDA driver version is insufficient|NVIDIA driver on your system is too old|"
+      r"driver version (?:is )?(?:too old|older than)|CUDA_ERROR_NO_BINARY_FOR_GPU|"
+      r"not compatible with the current PyTorch installation|"
+      r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION", fix.CUDA_VERSION, gotcha="U28")
+_rule("config.cuda_forward_compat", "import_or_config_error", "error", "the image's CUDA is newer than the host driver",
+      r"forward compatibility was attempted on non supported HW|CUDA failure 804|cuda>=[\d.]+.*please update your driver|"
+      r"OCI runtime create failed", fix.DRIVER_FORWARD, gotcha="RP9",
+      needles=("forward compatibility", "cuda failure 804", "please update your driver", "oci runtime create failed"))
+# the container or the host cannot reach the GPU driver at all: the machine, not the code (U31, fabric manager)
+_rule("config.driver", "import_or_config_error", "error", "the GPU driver is not reachable from the job",
+      r"could not select device driver .{0,20}with capabilities: \[\[gpu\]\]|nvidia-container-cli: initialization error|"
+      r"Driver/library version mismatch|couldn't communicate with the NVIDIA driver|[Ee]rror 802: system not yet initialized|"
+      r"[Ff]ailed to initialize NVML", fix.NO_GPU, gotcha="U31",
+      needles=("could not select device driver", "nvidia-container-cli: initialization error", "driver/library version mismatch",
+               "couldn't communicate with the nvidia driver", "system not yet initialized", "failed to initialize nvml"))
+_rule("config.no_gpu", "import_or_config_error", "error", "torch sees no CUDA GPU",
+      r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system|no CUDA-capable device is detected|"
+      r"CUDA_ERROR_NO_DEVICE|No CUDA GPUs are available", fix.NO_GPU, gotcha="U31",
+      needles=("torch not compiled with cuda enabled", "found no nvidia driver", "no cuda-capable device",
+               "cuda_error_no_device", "no cuda gpus are available"))
+
+# --- GPU faults (U22) and device-side errors
+_rule("gpu.xid_fatal", "cuda_device_error", "critical", "the GPU reported a fatal Xid / ECC fault",
+      r"NVRM: Xid \([^)]*\): (?:48|63|64|74|79|92|94|95)\b|fallen off the bus|uncorrectable ECC error|"
+      r"CUDA_ERROR_ECC_UNCORRECTABLE|ECC error|GPU is lost|GPU has fallen", fix.XID, gotcha="U22",
+      needles=("nvrm: xid", "fallen off the bus", "ecc error", "ecc_uncorrectable", "gpu is lost", "gpu has fallen"))
+_rule("gpu.xid", "cuda_device_error", "warn", "the GPU driver logged an Xid", r"NVRM: Xid\b", fix.XID_SOFT, gotcha="U22")
+_rule("gpu.device_assert", "cuda_device_error", "error", "a CUDA device-side assertion fired (index/label out of range)",
+      r"device-side assert(?:ion)? triggered|Assertion `[^`]*(?:n_classes|srcIndex|index out of bounds|idx_dim)[^`]*` failed|"
+      r"CUDA_ERROR_ASSERT|cudaErrorAssert|\.cu:\d+: .*Assertion `[^`]*` failed|block: \[\d+,\d+,\d+\], thread: \[",
+      fix.DEVICE_ASSERT, gotcha="train.O14", needles=("device-side assert", "assertion `", "cuda_error_assert",
+                                                       "cudaerrorassert", "block: ["))
+_rule("gpu.other_stacks", "cuda_device_error", "error", "the GPU failed (ROCm, Vulkan, NVML)",
+      r"Memory access fault by GPU|ErrorDeviceLost|DeviceLostError|VK_ERROR_DEVICE_LOST|"
+      r"NVMLError_(?:Unknown|GpuIsLost|Timeout|Uninitialized)|HSA_STATUS_ERROR_\w+|hipErrorIllegalAddress",
+      fix.CUDA_FAULT, gotcha="U22", needles=("memory access fault by gpu", "devicelost", "vk_error_device_lost",
+                                           "nvmlerror_", "hsa_status_error_", "hiperrorillegaladdress"))
+_rule("gpu.cuda_fault", "cuda_device_error", "error", "a CUDA kernel or the GPU failed",
+      r"illegal memory access|unspecified launch failure|CUDA error: (?:misaligned address|unknown error|"
+      r"an illegal instruction|launch timed out|the launch timed out|operation not permitted|an illegal)|"
+      r"CUBLAS_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|NOT_INITIALIZED|MAPPING_ERROR)|"
+      r"CUDNN_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|MAPPING_ERROR|NOT_INITIALIZED)|cudaError(?!MemoryAllocation)\w+|"
+      r"CUDA_ERROR_(?!OUT_OF_MEMORY|NO_BINARY|UNSUPPORTED_PTX|NO_DEVICE|ASSERT)\w+|hipError(?!OutOfMemory)\w+|"
+      r"ncclUnhandledCudaError|unhandled cuda error|CUDA error: (?!out of memory)|"
+      r"\bcuda(?:Launch|Memcpy\w*|DeviceSynchronize|StreamSynchronize)\b.*(?:fail|error)|"
+      r"CUDA driver error|[Cc][Uu][Dd][Aa] failure \d+|[Cc]uda[Ee]rror|GPU (?:hang|fault|reset)|"
+      r"failed to (?:query|synchronize|initialize|launch).{0,40}(?:CUDA|GPU|device)|CUresult|"
+      r"Unexpected (?:CUDA|GPU) error|XLA.*(?:Internal|INTERNAL).*(?:CUDA|cuda|GPU)|[Cc]uda error \d+",
+      fix.CUDA_FAULT, gotcha="U22",
+      needles=("illegal memory access", "unspecified launch failure", "cuda error", "cublas_status_", "cudnn_status_",
+               "cudaerror", "cuda_error_", "hiperror", "ncclunhandledcudaerror", "unhandled cuda error",
+               "cudalaunch", "cudamemcpy", "cudadevicesynchronize",
+               "cudastreamsynchronize", "cuda driver error", "cuda failure", "gpu hang", "gpu fault", "gpu reset",
+               "failed to", "curesult", "unexpected cuda error", "unexpected gpu error", "xla"))
+
+# --- the network under the collectives: InfiniBand / RoCE / socket transport failures, a peer gone
+_rule("nccl.net", "network_stall", "error", "the network between ranks failed (NCCL transport)",
+      r"ncclRemoteError|remote process exited or there was a network error|NET/IB ?: .*(?:[Ee]rror|[Ff]ailed)|"
+      r"[Gg]ot completion (?:from peer )?with error|[Gg]ot completion from peer \S+ with (?:error|"
+      r"status=[1-9])|completion error|ibv_\w+ failed|IBV_WC_\w+_ERR|"
+      r"Connection closed by (?:remote )?peer|transport retry counter exceeded|NCCL_IB.*error",
+      fix.NCCL, gotcha="train.MN2",
+      needles=("ncclremoteerror", "remote process exited or there was a network error", "net/ib", "completion",
+               "ibv_", "connection closed by", "transport retry counter exceeded", "nccl_ib"))
+
+# --- collectives (train.D20, train.MN1, train.MN2)
+_rule("nccl.horovod_stall", "nccl_timeout", "error", "Horovod ranks stalled in a collective",
+      r"Stalled ranks:|stall_inspector\.cc|waiting for remainder of ranks|Stalled ops", fix.WATCHDOG, gotcha="train.MN2",
+      needles=("stalled ranks", "stall_inspector", "waiting for remainder of ranks", "stalled ops"))
+_rule("nccl.watchdog", "nccl_timeout", "error", "a collective timed out (watchdog)",
+      r"Watchdog caught collective operation timeout|collective operation timeout|Timeout at NCCL work|"
+      r"Some NCCL operations have failed or timed out|ran for \d+ milliseconds before timing out|"
+      r"ProcessGroupNCCL.*(?:[Ww]atchdog|timeout|[Tt]imed out|[Hh]eartbeat|aborting|terminated)|"
+      r"checkTimeout|ncclCommWatchdog|workCleanupLoop|[Hh]eartbeat ?[Mm]onitor|watchdog (?:got stuck|thread)|"
+      r"NCCL (?:operation|work|collective).*(?:timed out|timeout)|(?:all_?reduce|all_?gather|broadcast|barrier|"
+      r"reduce_scatter|alltoall|ALLREDUCE|ALLGATHER|BROADCAST|_ALLGATHER_BASE|REDUCE_SCATTER)\w*.*[Tt]imeout|"
+      r"Timed out waiting for.*(?:collective|rank|NCCL|[Bb]arrier)|DistNetworkError|[Gg]loo.*[Tt]imed out|"
+      r"(?:NCCL|collective|process group).{0,40}(?: hang|stuck|timed out)|TORCH_NCCL_ASYNC_ERROR_HANDLING",
+      fix.WATCHDOG, gotcha="train.D20",
+      needles=("watchdog", "collective operation timeout", "timeout at nccl work", "ran for", "processgroupnccl",
+               "checktimeout", "workcleanuploop", "heartbeat", "nccl operation", "nccl work", "nccl collective",
+               "timeout", "timed out", "distnetworkerror", " hang", "stuck", "torch_nccl_async_error_handling"))
+_rule("nccl.store", "nccl_timeout", "error", "ranks timed out meeting at the rendezvous store",
+      r"DistStoreError: Timed out|[Tt]imed out after \d+ seconds waiting for clients|RendezvousTimeoutError|"
+      r"waiting for clients\. \d+/\d+ clients joined|monitoredBarrier|errors while waiting for send/recv",
+      fix.NCCL_INIT, gotcha="train.MN1",
+      needles=("diststoreerror", "waiting for clients", "rendezvoustimeouterror", "monitoredbarrier",
+               "errors while waiting for send/recv"))
+_rule("nccl.init", "nccl_timeout", "error", "ranks timed out meeting at initialisation",
+      r"Timed out initializing process group|store based barrier|Socket Timeout|timed out waiting for all ranks|"
+      r"[Rr]endezvous.*(?:timed out|timeout|[Cc]losed)|RendezvousTimeoutError|TCPStore.*(?:timed out|timeout)|"
+      r"(?:wait|Wait) timeout|Connection closed by peer \[",
+      fix.NCCL_INIT, gotcha="train.MN1", ignore_case=True,
+      needles=("timed out initializing", "store based barrier", "socket timeout", "timed out waiting for all ranks",
+               "rendezvous", "tcpstore", "wait timeout", "connection closed by peer ["))
+_rule("nccl.error", "nccl_timeout", "error", "an NCCL communication error",
+      r"nccl(?:System|Internal|Remote|InvalidUsage|InvalidArgument)Error|NCCL error in:|NCCL communicator was aborted|"
+      r"DistBackendError|NCCL error|NCCL failure|NCCL_ERROR|ncclCommAbort|NCCL Error \d|[Cc]ommunicator (?:was )?aborted",
+      fix.NCCL, gotcha="train.MN2",
+      needles=("ncclsystemerror", "ncclinternalerror", "ncclremoteerror", "ncclinvalidusageerror",
+               "ncclinvalidargumenterror", "nccl error", "distbackenderror", "communicator", "nccl failure", "nccl_error",
+               "ncclcommabort"))
+_rule("nccl.warn", "nccl_timeout", "warn", "NCCL warned", r"NCCL WARN\b", fix.NCCL, gotcha="train.MN2")
+
+RESOURCE_RULES: tuple[Rule, ...] = _TABLE.rules()

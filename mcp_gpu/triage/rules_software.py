@@ -1,0 +1,455 @@
+"""The second half of the rule table: the DataLoader, imports and configs, code bugs, schedulers and signals, SSH,
+the network, other stacks' wordings, native crashes and launcher cascades (after `rules_resources.py`).
+"""
+
+from __future__ import annotations
+
+from mcp_gpu.triage import remedies as fix
+from mcp_gpu.triage.rule import INF_NEEDLES as _INF
+from mcp_gpu.triage.rule import Rule, RuleTable
+
+_TABLE = RuleTable()
+_rule = _TABLE.add
+
+# --- DataLoader (train.DP15, DP4, DP6)
+_rule("dataloader.shm", "dataloader_error", "error", "DataLoader workers ran out of shared memory (/dev/shm)",
+      r"killed by signal: Bus error|Unexpected bus error encountered in worker|unable to write to file </torch_|"
+      r"received (?:0|%d) items of ancdata|could not unlink the shared memory file|out of shared memory|"
+      r"Too many open files|insufficient shared memory|"
+      r"/dev/shm.{0,80}(?:[Nn]o space|full|too small|[Ii]nsufficient|[Bb]us error)",
+      fix.SHM, gotcha="train.DP15",
+      needles=("bus error", "unable to write to file </torch_", "ancdata", "could not unlink the shared memory",
+               "shared memory", "too many open files",
+               "/dev/shm"))
+_rule("dataloader.collate", "dataloader_error", "error", "batch samples have different shapes",
+      r"stack expects each tensor to be equal size", fix.COLLATE, gotcha="train.DP4")
+_rule("dataloader.pickle", "dataloader_error", "error", "DataLoader workers cannot pickle the dataset",
+      r"Can't pickle local object|Can't get attribute '[^']+' on <module '__main__'", fix.PICKLE, gotcha="train.DP6",
+      needles=("can't pickle local object", "can't get attribute"))
+_rule("net.in_worker", "network_stall", "error", "a DataLoader worker's download or stream timed out",
+      r"Caught \w*(?:Timeout|Connection|ReadTimeout|HTTP|RemoteDisconnected|ChunkedEncoding|IncompleteRead|SSL)\w* in "
+      r"DataLoader worker", fix.NETWORK, gotcha="AD2", needles=("in dataloader worker",))
+_rule("dataloader.worker_exc", "dataloader_error", "error", "an exception inside a DataLoader worker",
+      r"Caught \w+ in DataLoader worker process \d+|in DataLoader worker process|DataLoader worker.*(?:failed|error)|"
+      r"DataLoader(?:Iter)? .*worker.*(?:exception|crashed)", fix.DATALOADER, needles=("dataloader",))
+_rule("dataloader.timeout", "dataloader_error", "error", "a DataLoader worker timed out",
+      r"DataLoader timed out after \d+", fix.DL_TIMEOUT)
+_rule("dataloader.signal", "dataloader_error", "error", "a DataLoader worker was killed by a signal",
+      r"DataLoader worker \(pid[^)]*\) is killed by signal|worker \(pid[^)]*\) is killed by signal|"
+      r"(?:dataloader|data loader|data_loader).{0,60}(?:killed|terminated|signal)",
+      fix.DATALOADER, gotcha="train.DP9", fatal=True, ignore_case=True,
+      needles=("worker (pid", "dataloader", "data loader", "data_loader"))
+_rule("dataloader.exited", "dataloader_error", "error", "a DataLoader worker exited unexpectedly",
+      r"worker \(pid\(?s?\)?[^)]*\)? exited unexpectedly|_worker_loop|pin_memory_thread",
+      fix.DATALOADER, gotcha="train.DP9", role="cascade", fatal=True,
+      needles=("exited unexpectedly", "_worker_loop", "pin_memory_thread"))
+
+# --- imports, configs, credentials
+_rule("code.framework_bug", "traceback", "error", "a bug in the training code (shapes, devices, autograd, tracing)",
+      r"modified by an inplace operation|mat1 and mat2 shapes cannot be multiplied|Expected all tensors to be on the same "
+      r"device|Trying to backward through the graph a second time|[Tt]he size of tensor a \(\d+\) must match|"
+      r"Expected input batch_size \(\d+\) to match target batch_size|TracerBoolConversionError|ConcretizationTypeError|"
+      r"TracerArrayConversionError|UnexpectedTracerError|Sizes of tensors must match",
+      fix.TRACEBACK, needles=("modified by an inplace operation", "mat1 and mat2 shapes", "on the same device",
+                              "backward through the graph a second time", "the size of tensor a", "expected input batch_size",
+                              "tracerboolconversionerror", "concretizationtypeerror", "tracerarrayconversionerror",
+                              "unexpectedtracererror", "sizes of tensors must match"))
+_rule("config.module", "import_or_config_error", "error", "a Python module is missing",
+      r"ModuleNotFoundError\b|No module named ", fix.MODULE, gotcha="U5",
+      needles=("modulenotfounderror", "no module named"))
+_rule("config.import", "import_or_config_error", "error", "an import failed (version mismatch)",
+      r"^(?:\w+\.)*ImportError\b|cannot import name|undefined symbol|DLL load failed|\bimport of \w+ halted|"
+      r"VersionConflict|has no attribute '__version__'|\.so: cannot open shared object file|GLIBC\w*'? not found",
+      fix.IMPORT, gotcha="U29",
+      needles=("importerror", "cannot import name", "undefined symbol", "dll load failed", "import of",
+               "versionconflict", "'__version__'", "cannot open shared object file", "glibc"))
+# Version talk ("is not installed", "requires X but you have Y") is often a warning a run survives: only on an
+# error line.
+_rule("config.versions", "import_or_config_error", "error", "a package version does not fit",
+      r"^(?=.*(?:Error\b|Exception\b|error:|ERROR|[Ee]rror:))(?:.*?)(?:version conflict|requires .{1,60} but you have|"
+      r"is not installed|[Pp]lease install|incompatible (?:version|with)|is not supported (?:with|by|in|on) "
+      r"(?:this|the|your))",
+      fix.IMPORT, gotcha="U29",
+      needles=("version conflict", "but you have", "is not installed", "please install", "incompatible",
+               "is not supported"))
+_rule("config.argparse", "import_or_config_error", "error", "the command-line arguments are invalid",
+      r": error: (?:unrecognized arguments|the following arguments are required|argument |invalid choice)|^usage: \S+ \[-h\]",
+      fix.ARGS, needles=(": error: ", "usage: "))
+_rule("code.monitor_key", "traceback", "error", "a callback monitors a metric the code never logs",
+      r"could not find the monitored key", fix.TRACEBACK)
+_rule("config.override", "import_or_config_error", "error", "a config override is invalid",
+      r"KeyError: .?Override path|is not a mapping|ConfigCompositionException|MissingConfigException|Could not override '|"
+      r"\bomegaconf\.errors\.|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|InterpolationResolutionError|"
+      r"is not in struct|Error merging override|Could not append to config|MisconfigurationException|ValidationError|"
+      r"FileNotFoundError|does not appear to have a file named|is not a valid model identifier|"
+      r"Can't load (?:tokenizer|config|the model)|got an unexpected keyword argument|missing \d+ required positional argument",
+      fix.OVERRIDE, gotcha="U27",
+      needles=("override", "is not a mapping", "configcompositionexception", "missingconfigexception",
+               "omegaconf.errors.", "configattributeerror", "configkeyerror", "missingmandatoryvalue",
+               "interpolationresolutionerror", "is not in struct", "could not append to config",
+               "misconfigurationexception", "validationerror", "filenotfounderror",
+               "does not appear to have a file named", "is not a valid model identifier", "can't load",
+               "unexpected keyword argument", "required positional argument"))
+# The same kind worded loosely ("invalid option", "must be one of", "No such file"): only on a line that is an
+# error (an exception, error:, ERROR), since warnings say these words about things a run survives.
+_rule("config.invalid", "import_or_config_error", "error", "a config or option is invalid",
+      r"^(?=.*(?:Error\b|Exception\b|error:|ERROR|[Ee]rror:))(?:.*?)(?:"
+      r"[Ii]nvalid (?:config|configuration|value for|argument|option)|[Uu]nknown (?:argument|option|config)|"
+      r"[Uu]nsupported (?:argument|option|config|value)|[Cc]onfig(?:uration)? (?:error|file not found)|"
+      r"must be (?:one of|set|specified|provided|divisible|a multiple)|is required but|mutually exclusive|"
+      r"[Nn]o such file or directory|is not a (?:valid|local folder)|\[Errno 2\]|"
+      r"not (?:a )?valid (?:model|path|option|choice)|invalid choice|not recognized|unrecognized)",
+      fix.OVERRIDE, gotcha="U27",
+      needles=("invalid ", "unknown ", "unsupported ", "config", "must be ", "is required but", "mutually exclusive",
+               "no such file or directory", "is not a ", "[errno 2]", "not a valid", "not valid", "invalid choice",
+               "not recognized", "unrecognized"))
+_rule("config.cmd_not_found", "import_or_config_error", "error", "a command is not on PATH",
+      r": command not found|: not found$|executable file not found|No such file or directory: '[^']*(?:python|torchrun|"
+      r"accelerate|deepspeed|nvcc|ninja|gcc)", fix.CMD_NOT_FOUND,
+      gotcha="U5", needles=("command not found", ": not found", "executable file not found", "no such file or directory"))
+_rule("config.no_script", "import_or_config_error", "error", "the script is not on the box",
+      r"can't open file '[^']*': \[Errno 2\]", fix.NO_FILE, gotcha="U42", needles=("can't open file",))
+_rule("config.hf_auth", "import_or_config_error", "error", "the model is gated or the HF token is missing",
+      r"GatedRepoError|401 Client Error|Invalid user token|Repository Not Found for url|403 Client Error|"
+      r"[Aa]ccess to model .* is restricted|You are trying to access a gated repo", fix.HF_AUTH, gotcha="train.L10",
+      needles=("gatedrepoerror", "401 client error", "invalid user token", "repository not found for url",
+               "403 client error", "access to model", "gated repo"))
+_rule("config.pad", "import_or_config_error", "error", "the tokenizer has no padding token",
+      r"Asking to pad but the tokenizer does not have a padding token", fix.PAD, gotcha="train.L3")
+_rule("config.port", "import_or_config_error", "error", "the rendezvous port is already in use",
+      r"Address already in use|\bEADDRINUSE\b", fix.PORT, gotcha="train.D4")
+_rule("config.state_dict", "import_or_config_error", "error", "checkpoint keys do not match the model",
+      r"(?:Missing|Unexpected) key\(s\) in state_dict|Error\(s\) in loading state_dict", fix.STATE_DICT,
+      gotcha="train.C18", needles=("key(s) in state_dict", "in loading state_dict"))
+_rule("config.size_mismatch", "import_or_config_error", "error", "checkpoint shapes do not match the model",
+      r"size mismatch for [\w.]+", fix.SIZE, gotcha="train.O20")
+_rule("config.wandb_key", "import_or_config_error", "warn", "W&B is disabled: no API key",
+      r"No API key configured|Disabled WandB due to initialization error", fix.WANDB_KEY, gotcha="U35",
+      needles=("no api key configured", "disabled wandb"))
+
+# --- code bugs with a catalogue entry (class `traceback`)
+_rule("code.ddp_unused", "traceback", "error", "DDP: parameters received no gradient",
+      r"Expected to have finished reduction in the prior iteration", fix.DDP_UNUSED, gotcha="train.D8")
+_rule("code.no_grad", "traceback", "error", "the loss does not require grad",
+      r"element 0 of tensors does not require grad", fix.NO_GRAD, gotcha="train.O3")
+_rule("code.targets", "traceback", "error", "loss targets have the wrong dtype/shape/range",
+      r"Target -?\d+ is out of bounds|expected scalar type Long but found|multi-target not supported", fix.TARGETS,
+      gotcha="train.O14", needles=("is out of bounds", "expected scalar type long", "multi-target not supported"))
+_rule("code.scaler", "traceback", "error", "the GradScaler state was not restored",
+      r"No inf checks were recorded for this optimizer", fix.SCALER, gotcha="train.C15")
+
+# --- scheduler verdicts (before the SIGTERM rules: a time limit also sends SIGTERM)
+_rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit ended the job",
+      r"DUE TO TIME LIMIT|\bDeadlineExceeded\b|[Ww]all ?time \d+ exceeded limit|TERM_RUNLIMIT|"
+      r"exceeded (?:the |its )?(?:wall ?time|run ?time) limit|job killed: walltime|[Ww]all ?clock limit|"
+      r"exceeded the maximum execution time|execution took longer than|TERM_CPULIMIT|exceeded hard wallclock|"
+      r"exceeded (?:the )?CPU (?:time )?limit",
+      fix.TIME_LIMIT, gotcha="SLURM2", fatal=True,
+      needles=("walltime", "wall time", "wall clock limit", "wallclock limit", "maximum execution time", "term_runlimit",
+               "term_cpulimit", "execution took longer than", "hard wallclock", "cpu limit", "cpu time limit",
+               "time limit", "runtime limit", "due to time limit", "deadlineexceeded"))
+_rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted the job",
+      r"DUE TO PREEMPTION|\bPREEMPTED\b|[Pp]re-empt(?:ed|ion)\b|PreemptionError|(?:due to|by|because of) (?:\w+ )?[Pp]reemption|"
+      r"INTERRUPTED_BY_\w+|Job reconnection failed|Job was evicted|JobEvictedEvent|spot/instance-action|"
+      r"[Ss]pot (?:instance )?interruption|[Pp]reemption notice|"
+      r"[Ii]nstance was preempted|Reason:\s*Evicted|[Pp]od (?:was )?evicted|low on resource|\b[Pp]reempted\b|"
+      r"[Pp]reemption (?:notice|signal|detected|event|warning)|\b[Pp]reempting\b|"
+      r"[Tt]ermination [Nn]otice|instance-action|[Ss]pot (?:instance|node|VM|cluster|job|recovery)|"
+      r"interruption notice|[Rr]ecovering (?:the )?(?:spot|cluster|job)|\bRECOVERING\b|"
+      r"[Rr]eplicas? (?:\S+ )?(?:failing|preempted)|"
+      r"[Nn]ode (?:was )?(?:drained|terminated|reclaimed|deleted|shut down|shutting down|removed|lost|failed)|"
+      r"NODE_FAIL|NodeNotReady|[Nn]ode .{0,40}(?:marked dead|has been marked dead|died)|"
+      r"[Ii]nstance (?:\S+ )?(?:was |is being |has been )?(?:terminated|reclaimed|stopped by|interrupted)|"
+      r"[Mm]aintenance event|hostError|[Rr]eclaim(?:ed|ing) (?:the )?(?:instance|node|capacity)|ScheduledEvents|"
+      r"[Ss]hutdown (?:signal|notice)|shutting down (?:the )?(?:instance|node|VM)|\bEVICTED\b|"
+      r"(?:[Pp]od|[Nn]ode|[Ii]nstance|[Jj]ob|[Ww]orker|VM)\S* (?:\S+ )?(?:was |has been |is being )?evicted",
+      fix.PREEMPT, gotcha="SLURM2", fatal=True,
+      needles=("preempt", "pre-empt", "interrupted_by_", "job reconnection failed", "job was evicted",
+               "jobevictedevent", "spot", "termination notice", "instance-action", "interruption", "reason:", "evicted",
+               "low on resource", "recovering", "replica", "node was", "node drained", "node terminated",
+               "node reclaimed", "node deleted", "node shut", "node removed", "node lost", "node failed", "node_fail",
+               "nodenotready", "marked dead", "died", "instance", "maintenance event", "hosterror", "reclaim",
+               "scheduledevents", "shutdown signal", "shutdown notice", "shutting down"))
+_rule("sched.cancelled", "cancelled", "warn", "the job was cancelled",
+      r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|^KeyboardInterrupt\b|got signal: 2\b", fix.CANCELLED,
+      needles=("cancelled at", "keyboardinterrupt", "got signal: 2"))
+
+# --- the controlling terminal went away: every worker got SIGHUP (the SSH session or the tty closed)
+_rule("signal.sighup", "preempted", "error", "the terminal went away: the job got SIGHUP",
+      r"\bSIGHUP\b|got signal: 1\b|Received 1 death signal|Signals\.SIGHUP|[Hh]angup\b|signal 1 \(SIGHUP\)",
+      "The job died with its terminal (SIGHUP): run it under tmux/screen or nohup/setsid so that an SSH drop "
+      "does not kill it, then resume from the newest checkpoint.", gotcha="U1", fatal=True,
+      needles=("sighup", "got signal: 1", "received 1 death signal", "hangup"))
+
+# --- SIGTERM from outside: preemption only when nothing crashed
+_rule("signal.sigterm", "preempted", "error", "the job received SIGTERM",
+      r"Received SIGTERM|received signal SIGTERM|SIGTERM received|Received Signals\.SIGTERM|Received 15 death signal|"
+      r"got signal: 15\b|Signal 15 \(SIGTERM\) received by PID|exitcode\s*:\s*-15\b|^Terminated$|: line \d+:\s+\d+ Terminated\b|"
+      r"[Cc]aught SIGTERM|SIGTERM (?:signal )?(?:received|caught|detected)|[Rr]eceived (?:signal )?(?:15|SIGTERM)|"
+      r"Signals\.SIGTERM|[Tt]erminated by signal SIGTERM",
+      fix.SIGTERM, role="sigterm", fatal=True, needles=("sigterm", "death signal", "got signal: 15", "exitcode", "terminated",
+                                            "received signal 15", "received 15"))
+
+# --- SSH session (U1, GEN8), then the network
+_rule("ssh.hostkey", "ssh_disconnect", "error", "the SSH host key is unknown or changed",
+      r"Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED", fix.HOSTKEY,
+      needles=("host key verification failed", "remote host identification"))
+_rule("ssh.drop", "ssh_disconnect", "warn", "the SSH session dropped",
+      r"client_loop: send disconnect|packet_write_wait|Connection to \S+ closed by remote host|ssh: connect to host|"
+      r"kex_exchange_identification|ssh_exchange_identification|Read from remote host|Timeout, server \S+ not responding|"
+      r"Connection closed by (?:remote host|\d)|ssh.*(?:[Cc]onnection (?:reset|refused|timed out|closed))|"
+      r"remote side unexpectedly closed|[Ss]ession (?:closed|terminated|ended|disconnected)|[Dd]isconnected from|"
+      r"client_loop|Write failed: Broken pipe|Corrupted MAC|[Cc]onnection (?:to .* )?lost|[Ll]ost connection|"
+      r"during banner exchange",
+      fix.SSH, gotcha="U1",
+      needles=("client_loop", "packet_write_wait", "closed by remote host", "ssh", "kex_exchange_identification",
+               "read from remote host", "timeout, server", "broken pipe", "connection closed by", "remote side",
+               "session", "disconnected from", "corrupted mac", "lost connection", "connection",
+               "during banner exchange"))
+_rule("net.wandb_init", "network_stall", "warn", "W&B could not start its run (network)",
+      r"Run initialization has timed out|wandb: ERROR .*(?:timed out|[Tt]imeout)", fix.WANDB, gotcha="AD1",
+      needles=("run initialization has timed out", "wandb: error"))
+_rule("net.wandb", "network_stall", "warn", "W&B cannot reach its server",
+      r"wandb: ERROR|wandb: Network error|wandb: .*retry", fix.WANDB, needles=("wandb: error", "wandb: network error", "wandb: "))
+# a client announcing a retry: what counts is whether the retries ran out (`Max retries exceeded`, a timeout error)
+_rule("net.retrying", "network_stall", "info", "a network client retried a request",
+      r"Retrying \(Retry\(total=|[Rr]etrying in \d+(?:\.\d+)?\s*s|[Rr]etry \d+/\d+|[Rr]etrying \(\d+/\d+\)",
+      fix.NETWORK, gotcha="AD2", needles=("retrying", "retry "))
+_rule("net.proxy", "network_stall", "warn", "a proxy refused the connection", r"ProxyError", fix.NETWORK, gotcha="GS2")
+_rule("net.timeout", "network_stall", "error", "a network request failed or timed out",
+      r"ReadTimeout|ConnectTimeout|ConnectionResetError|ConnectionRefusedError|ConnectionAbortedError|ConnectionError|"
+      r"Max retries exceeded with url|Temporary failure in name resolution|Name or service not known|"
+      r"couldn't connect to 'https?://|[Cc]ouldn't (?:reach|connect)|LocalEntryNotFoundError|Network is unreachable|"
+      r"Connection reset by peer|Read timed out|RemoteDisconnected|Remote end closed connection|Connection aborted|"
+      r"IncompleteRead|ChunkedEncodingError|ProtocolError|SSLError|SSL: |HTTPSConnectionPool|HTTPConnectionPool|"
+      r"Failed to establish a new connection|Connection (?:timed out|refused)|ServerDisconnectedError|"
+      r"ClientConnectorError|ClientOSError|ClientPayloadError|TimeoutError|[Ss]ocket\.timeout|Could not resolve host|"
+      r"getaddrinfo failed|nodename nor servname|HTTP Error 5\d\d|5\d\d Server Error|Bad Gateway|Service Unavailable|"
+      r"Gateway Time-?out|[Tt]oo [Mm]any [Rr]equests|\b429 Client Error|[Nn]etwork (?:error|timeout|is down)|"
+      r"[Cc]onnection (?:error|failed|broken)|download (?:failed|interrupted|timed out)|[Ff]ailed to download|"
+      r"curl: \(\d+\)|urlopen error|URLError|Errno 110|Errno 104|Errno 111|Errno 113|Errno -[23]\b|"
+      r"[Tt]imed out (?:after|while|waiting for) .*(?:http|server|request|response|download|upload|hub|connect)|"
+      r"socket (?:has )?timed out",
+      fix.NETWORK, gotcha="AD2",
+      needles=("readtimeout", "connecttimeout", "connection", "max retries exceeded", "name resolution",
+               "name or service not known", "couldn't", "localentrynotfounderror", "network", "read timed out",
+               "remotedisconnected", "remote end closed", "incompleteread", "chunkedencodingerror", "protocolerror",
+               "sslerror", "ssl: ", "connectionpool", "serverdisconnectederror", "clientconnectorerror",
+               "clientoserror", "clientpayloaderror", "timeouterror", "socket.timeout", "could not resolve host",
+               "getaddrinfo failed", "nodename nor servname", "http error 5", "server error", "bad gateway",
+               "service unavailable", "gateway time", "too many requests", "429 client error", "download", "curl: (",
+               "urlopen error", "urlerror", "socket has timed out", "socket timed out", "errno 110", "errno 104",
+               "errno 111", "errno 113", "errno -", "timed out"))
+
+# --- more ways the same classes are worded by other frameworks, clouds and launchers
+_rule("dataloader.worker_signal", "dataloader_error", "error", "a DataLoader worker crashed natively",
+      r"Unexpected (?:segmentation fault|floating-point exception|bus error) encountered in worker", fix.DATALOADER,
+      gotcha="train.DP9", fatal=True, needles=("encountered in worker",))
+_rule("sched.preempted_more", "preempted", "error", "the job was stopped from outside (preemption, requeue, node loss)",
+      r"srun: forcing job termination|srun: Job step aborted|\bREQUEUED\b|[Rr]equeu(?:e|ing) (?:the )?job|"
+      r"(?:[Rr]eceived|[Hh]andling|[Cc]aught|got) (?:signal )?SIGUSR[12]|NodeDiedError|[Nn]ode (?:has )?died|"
+      r"missed too many heartbeats|TPU (?:was |has been )?preempted|[Hh]ost maintenance|NodeShutdown|"
+      r"[Nn]ode (?:is )?(?:being )?drained|[Ss]pot (?:instance )?(?:termination|reclaim)|will be terminated|"
+      r"is being terminated|[Ll]ost (?:the )?(?:node|worker node|host)\b",
+      fix.PREEMPT, gotcha="SLURM2", fatal=True,
+      needles=("srun: forcing job termination", "srun: job step aborted", "requeued", "requeue", "sigusr",
+               "nodediederror", "died", "missed too many heartbeats", "preempted", "host maintenance",
+               "nodeshutdown", "drained", "spot", "will be terminated", "is being terminated", "lost the", "lost node",
+               "lost worker node", "lost host"))
+_rule("nan.more", "nan_inf", "error", "NaN/inf values appeared",
+      r"\b(?:ppl|perplexity)\b['\"]?\s*[:=]?\s*inf\b|[Ff]ound (?:a |some )?(?:NaN|nan|inf|Inf)\b|"
+      r"(?:[Ll]oss\w*|[Gg]rad\w*|[Oo]utputs?|[Ll]ogits|[Ww]eights?|[Pp]aram\w*|[Aa]ctivations?) (?:contains?|has|have|"
+      r"produced|returned|got|became|is) (?:a |some )?(?:NaN|nan)s?\b|NaNs? (?:encountered|appeared)",
+      fix.NAN, gotcha="train.P8", needles=("ppl", "perplexity", "nan", *_INF))
+_rule("gpu.lost", "cuda_device_error", "error", "the GPU needs a reset or is gone",
+      r"GPU requires reset|Unable to determine the device handle|GPU (?:\S+ )?(?:is )?lost\b|fell off the bus",
+      fix.XID, gotcha="U22", needles=("gpu requires reset", "unable to determine the device handle", "gpu",
+                                      "fell off the bus"))
+_rule("ckpt.more", "checkpoint_corrupt", "error", "a checkpoint or downloaded weight file is incomplete",
+      r"Consistency check failed|file should be of size|[Cc]hecksum (?:mismatch|does not match|failed)|hash mismatch|"
+      r"DataLossError|hasRecord\(\"version\"\)|could not find MARK|ended before the end-of-stream marker|"
+      r"Error -3 while decompressing|"
+      r"Unable to load weights from|is not a valid (?:checkpoint|safetensors)|invalid magic number|"
+      r"(?:model|file|checkpoint|weights) (?:is |was )?corrupted or incomplete|not within the file bounds",
+      fix.CKPT, gotcha="train.C2")
+_rule("config.build", "import_or_config_error", "error", "a CUDA extension or library does not fit the environment",
+      r"Error building extension '|CUDA Setup failed|bitsandbytes was compiled without GPU support|"
+      r"KeyError: '(?:llama|mistral|mixtral|qwen\w*|gemma\w*|phi\w*|falcon|gpt_neox|starcoder2?|mpt|baichuan|chatglm|"
+      r"internlm\w*|deepseek\w*|olmo\w*|cohere|dbrx|jamba|mamba\w*|llava\w*|idefics\w*|paligemma|siglip|glm\w*|yi)'",
+      fix.IMPORT, gotcha="U29", needles=("error building extension", "cuda setup failed", "compiled without gpu support",
+                                         "keyerror: '"))
+_rule("config.load", "import_or_config_error", "error", "a package failed to load or precompile",
+      r"Failed to precompile|ERROR: Unable to load dependency|does not find an installed|"
+      r"[Ee]rror loading shared librar", fix.IMPORT, gotcha="U29",
+      needles=("failed to precompile", "unable to load dependency", "does not find an installed",
+               "error loading shared librar"))
+_rule("config.submit", "import_or_config_error", "error", "the scheduler refused the job as submitted",
+      r"Batch job submission failed|[Rr]equested node configuration is not available|[Ii]nvalid (?:account|partition|qos)",
+      fix.ARGS, needles=("batch job submission failed", "requested node configuration", "invalid account",
+                         "invalid partition", "invalid qos"))
+_rule("config.launch_env", "import_or_config_error", "error", "the script was started without its launcher's environment",
+      r"KeyError: '(?:LOCAL_RANK|RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT|LOCAL_WORLD_SIZE)'|"
+      r"environment variable \w+ expected, but not set", fix.ARGS,
+      needles=("keyerror: '", "expected, but not set"))
+_rule("config.hardware", "import_or_config_error", "error", "the code needs another GPU generation or build",
+      r"only supports Ampere GPUs or newer|requires (?:a GPU with )?compute capability|compiled with different CUDA|"
+      r"Unrecognized configuration class|does not exist or is not currently imported|"
+      r"[Nn]o (?:valid )?(?:GPU|CUDA device) (?:is )?(?:found|available)", fix.CUDA_VERSION, gotcha="U28",
+      needles=("only supports ampere", "compute capability", "compiled with different cuda", "unrecognized configuration class",
+               "is not currently imported", "gpu found", "gpu available", "gpu is found", "gpu is available",
+               "cuda device found", "cuda device available", "cuda device is"))
+_rule("config.more", "import_or_config_error", "error", "the environment or a package does not fit the code",
+      r"AttributeError: module '[\w.]+' has no attribute|DistributionNotFound|ContextualVersionConflict|CUDA_HOME|"
+      r"Ninja is required|compiled with different CUDA versions|does not recognize this architecture|"
+      r"[Pp]ermission denied(?! \(publickey)",
+      fix.IMPORT, gotcha="U29", needles=("has no attribute", "distributionnotfound", "contextualversionconflict",
+                                         "cuda_home", "ninja is required", "compiled with different cuda versions",
+                                         "does not recognize this architecture", "permission denied"))
+_rule("ssh.more", "ssh_disconnect", "warn", "the SSH session dropped",
+      r"port 22\b.*(?:closed|reset|timed out|refused|[Bb]roken pipe)|Software caused connection abort|ssh_dispatch_run_fatal|"
+      r"Connection (?:reset|closed) by \S+ port 22\b|\[lost tty\]|"
+      r"Connection closed by \S+ port \d+|[Ss]erver unexpectedly closed network connection|Received disconnect from|"
+      r"Permission denied \(publickey|Could not establish connection to|Connection timed out during banner exchange",
+      fix.SSH, gotcha="U1", needles=("port 22", "software caused connection abort", "connection closed by",
+                                     "server unexpectedly closed network connection", "received disconnect from",
+                                     "permission denied (publickey", "could not establish connection to",
+                                     "banner exchange"))
+_rule("net.git", "network_stall", "error", "a clone or fetch lost its connection",
+      r"remote end hung up unexpectedly|fatal: early EOF|index-pack failed|RPC failed; curl|"
+      r"[Nn]o internet connection", fix.NETWORK, gotcha="AD2",
+      needles=("remote end hung up unexpectedly", "early eof", "index-pack failed", "rpc failed; curl",
+               "no internet connection"))
+_rule("net.more_names", "network_stall", "error", "a network connection failed",
+      r"Temporary failure resolving|unable to resolve host|\bENOTFOUND\b|\bEAI_AGAIN\b|SSLEOFError|SSLZeroReturnError|"
+      r"EndpointConnectionError|FSTimeoutError|"
+      r"ServerTimeoutError|\bRequestTimeout\b|DNS resolution failed", fix.NETWORK, gotcha="AD2",
+      needles=("temporary failure resolving", "unable to resolve host", "enotfound", "eai_again", "ssleoferror",
+               "sslzeroreturnerror", "endpointconnectionerror", "fstimeouterror",
+               "servertimeouterror", "requesttimeout", "dns resolution failed"))
+_rule("net.more", "network_stall", "error", "a network connection failed",
+      r"ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ECONNREFUSED|socket hang up|forcibly closed|peer closed connection|"
+      r"StatusCode\.UNAVAILABLE|failed to connect to all addresses|DEADLINE_EXCEEDED|[Uu]nable to connect|"
+      r"[Ff]ailed to connect|handshake (?:failed|timed out)|Could not connect to",
+      fix.NETWORK, gotcha="AD2")
+# A launcher restarting the workers: what failed before it was not survived, it caused the restart.
+_rule("cascade.restart", "traceback", "error", "the launcher restarted the workers after a failure",
+      r"[Rr]estarting (?:the )?(?:worker group|workers)|restart_count=[1-9]|[Rr]elaunching (?:the )?(?:job|workers|training)|"
+      r"[Aa]ttempting (?:to )?restart|restarts? (?:left|remaining)|[Ww]orker group failed",
+      fix.TORCHRUN, role="cascade", fatal=True)
+_rule("cascade.mpi", "traceback", "error", "an MPI/Horovod launcher reports a failed process",
+      r"mpirun detected that one or more processes exited|returned a non-zero exit code|"
+      r"exit with status code [1-9]|exited on signal \d+", fix.TORCHRUN, role="cascade", fatal=True)
+
+_rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
+      r"^(?:\[\d+\][+-]?\s+)?(?:\d+\s+)?Killed\b|(?:exit(?:ed)?|return|error)(?: with)? ?code[:= ]\s*(?:137|-9)\b|"
+      r"EXIT CODE: 9\b|(?:\]|it/s|s/it|%)\s*Killed\s*$|"
+      r"returncode=-9\b|returned -9\b|The paging file is too small|WinError 1455|all available RAM|out of RAM\b|"
+      r"RAM (?:is )?(?:full|exhausted)|Your session crashed|low swap: killing|killing largest compressed process|"
+      r"[Ss]ystem (?:ran|is running) out of memory|out of (?:host|system|CPU) memory|"
+      r"tried to allocate more memory than is available|[Tt]he kernel appears to have died",
+      fix.HOST_OOM, gotcha="U9", fatal=True,
+      needles=("killed", "137", "-9", "exit code: 9", "your session crashed", "low swap: killing",
+               "paging file is too small", "winerror 1455",
+               "all available ram", "out of ram",
+               "ram is", "ram full", "ram exhausted", "out of memory", "out of host memory",
+               "more memory than is available", "kernel appears to have died"))
+_rule("nan.value", "nan_inf", "error", "a NaN value in the training output",
+      # not on a line whose training loss is finite: there the NaN is some other metric; nor a reinforcement-learning
+      # episode statistic, which is NaN until the first episode ends (a mean over no episodes)
+      r"^(?!.*(?:^|[\s,{'\"\]])(?:train_)?loss['\"]?\s*[:=]?\s*[-+]?\d)"
+      r"(?!.*\b(?:[Rr]eward|[Rr]eturn|ep_?\w+|[Ee]pisode\w*|eplen\w*)\b).*?(?:^|[\s|,:=(\[{'\"])[-+]?(?:nan|NaN|NAN)"
+      r"(?:$|[\s|,)\]}'\"%])", fix.NAN, gotcha="train.P8", needles=("nan",))
+_rule("nan.words", "nan_inf", "error", "the loss or the inputs became NaN/inf",
+      r"Invalid loss, terminating training|Input contains (?:NaN|infinity)|[Ll]oss (?:has )?(?:gone|went) (?:to )?NaN",
+      fix.NAN, gotcha="train.P8", needles=("invalid loss, terminating", "input contains", "nan"))
+_rule("sched.node_fail", "preempted", "error", "the node failed or the job was requeued",
+      r"DUE TO NODE FAIL|[Nn]ode failure|\bREQUEUE\b|[Pp]od .{0,60}(?:was )?deleted|NodeShutdown|[Tt]erminating pod|"
+      r"going down for (?:poweroff|reboot|halt)|is being shut ?down|[Ss]hutting down (?:the )?(?:system|machine|host)|"
+      r"[Rr]ecover(?:ing|ed) (?:from )?(?:preemption|the job|cluster)|[Ii]nstance (?:was |has been )?stopped|"
+      r"[Pp]od (?:was |has been )?(?:stopped|terminated)|machine (?:is|went) offline|[Rr]untime disconnected|"
+      r"[Rr]untime (?:has been|was) disconnected",
+      fix.PREEMPT, gotcha="SLURM2", fatal=True,
+      needles=("due to node fail", "node failure", "requeue", "pod", "nodeshutdown", "terminating pod", "going down for",
+               "shut down", "shutdown", "shutting down", "recover", "instance", "offline", "runtime disconnected",
+               "runtime has been disconnected",
+               "runtime was disconnected"))
+_rule("signal.sigterm_words", "preempted", "error", "the job received SIGTERM",
+      r"got SIGTERM|\bsignal 15\b|signal: terminated|[Cc]aught (?:signal )?15\b|(?:exit|"
+      r"return)(?: with)? ?code[:= ]\s*(?:143|-15)\b|"
+      r"status:? ?143\b", fix.SIGTERM, role="sigterm", fatal=True,
+      needles=("got sigterm", "signal 15", "signal: terminated", "caught 15", "caught signal 15", "143", "-15"))
+_rule("cuda_oom.runtimes", "cuda_oom", "error", "GPU memory ran out (TensorRT, ONNX Runtime, CuPy)",
+      r"Cuda Runtime \(out of memory\)|[Cc]uda [Ee]rror in .*\(out of memory\)|GPU memory allocation error|"
+      r"[Rr]equested amount of GPU memory .{0,40}could not be allocated|BFCArena.{0,80}Failed to allocate|"
+      r"Failed to allocate memory for requested buffer|OutOfMemory Error in nvinfer1|"
+      r"[Oo]ut of memory (?:allocating|to allocate)|No available memory for the cache blocks",
+      fix.CUDA_OOM, gotcha="U10", needles=("(out of memory)", "gpu memory allocation error", "requested amount of gpu memory",
+                                           "bfcarena", "failed to allocate memory for requested buffer",
+                                           "outofmemory error in nvinfer1", "out of memory allocating",
+                                           "out of memory to allocate", "no available memory for the cache blocks"))
+_rule("cuda_oom.words", "cuda_oom", "error", "GPU memory ran out",
+      r"cudaMalloc\w* (?:failed|error)|Unable to find a valid cuDNN algorithm|MPS backend out of memory|"
+      r"XPU out of memory|out of (?:GPU|VRAM|video) memory|Tried to allocate [\d.]+ ?[KMGT]i?B|ResourceExhaustedError|"
+      r"Dst tensor is not initialized|"
+      r"cuMemAlloc\w* failed",
+      fix.CUDA_OOM, gotcha="U10", needles=("cudamalloc", "unable to find a valid cudnn algorithm",
+                                           "mps backend out of memory", "xpu out of memory", "out of gpu memory",
+                                           "out of vram", "out of video memory", "tried to allocate",
+                                           "resourceexhaustederror", "cumemalloc", "dst tensor is not initialized"))
+_rule("disk.words", "disk_full", "critical", "the disk or volume is full",
+      r"[Ee]rrno[ =]28\b|(?:[Vv]olume|[Ss]torage|[Dd]rive|[Pp]artition|[Ff]ilesystem|[Ff]ile system) (?:is )?full\b|"
+      r"[Ss]torage quota|[Dd]isk quota|exceeded (?:your |the )?(?:storage|disk) quota|No usable temporary directory|"
+      r"Resource exhausted: (?:/|[A-Za-z]:\\)",
+      fix.DISK, gotcha="U6", needles=("errno 28", "errno=28", "full", "storage quota", "disk quota", "quota",
+                                      "no usable temporary directory", "resource exhausted: "))
+_rule("inodes.words", "inode_exhausted", "critical", "the filesystem is out of inodes",
+      r"[Ii]nodes? (?:usage|use|used).{0,20}(?:100|9\d)%|IUse%? ?=? ?100%|\b0 (?:free )?inodes|free inodes:? 0\b",
+      fix.INODES, gotcha="U7", needles=("inode", "iuse"))
+
+# --- native crashes and launcher cascades
+_rule("crash.native", "traceback", "error", "the process crashed natively (segfault/abort)",
+      r"Segmentation fault|Fatal Python error|^Bus error\b|\bSIGSEGV\b|signal 11\b|"
+      r"\*\*\* Error in|double free|free\(\): invalid|malloc\(\): |stack smashing|"
+      r"Illegal instruction|Floating point exception|\bsegfault\b|exit code -11\b|exitcode\s*:\s*-(?:11|7|4|8)\b|"
+      r"exited on signal (?:11|7|4|8)\b|terminate called without an active exception|0xC0000005|-1073741819|"
+      r"0xC00000FD|-1073741571|[Aa]ccess violation",
+      fix.SEGV, fatal=True,
+      needles=("segmentation fault", "fatal python error", "bus error", "sigsegv",
+               "signal 11", "*** error in", "double free", "free(): invalid", "malloc(): ",
+               "stack smashing", "illegal instruction", "floating point exception", "segfault", "exit code -11",
+               "exitcode", "exited on signal", "terminate called without an active exception", "0xc0000005",
+               "-1073741819", "0xc00000fd", "-1073741571", "access violation"))
+# An abort is how C++ code ends after an error it already printed (`terminate called ... what():`, a collective
+# watchdog tearing the process down): it stands for that error, and is the answer only when nothing names one.
+_rule("crash.abort", "traceback", "error", "the process aborted (SIGABRT)",
+      r"core dumped|\bSIGABRT\b|signal 6\b|^Aborted\b|exitcode\s*:\s*-6\b|exited on signal 6\b",
+      fix.SEGV, role="cascade", fatal=True,
+      needles=("core dumped", "sigabrt", "signal 6", "aborted", "exitcode", "exited on signal"))
+_rule("crash.glog_fatal", "traceback", "error", "a fatal check failed (glog FATAL: the process aborts)",
+      r"^\s*F\d{4} \d\d:\d\d:\d\d|^[\d\-: .]+F (?:tensorflow|external|xla|third_party)/\S+:\d+\]|\] Check failed: ",
+      fix.SEGV, role="cascade", fatal=True, needles=("f0", "f1", " f tensorflow/", " f external/", " f xla/",
+                                                      " f third_party/", "check failed: "))
+_rule("crash.panic", "traceback", "error", "the program panicked (Rust/Go)",
+      r"thread '[^']*' panicked at|^panic: |^goroutine \d+ \[running\]", fix.TRACEBACK, fatal=True,
+      needles=("panicked at", "panic: ", "goroutine"))
+_rule("cascade.torchrun", "traceback", "error", "a worker or launcher failed",
+      r"ChildFailedError|SignalException|failed \(exitcode: -?\d+\) local_rank|terminate called after throwing|"
+      r"exitcode\s*:\s*-?[1-9]\d*|process terminated with signal|terminated with (?:exit code|signal)|"
+      r"exited with (?:exit )?code:? ?[1-9]|Exited with exit code [1-9]|returned non-zero exit status|"
+      r"non-zero exit (?:status|code)|[Ee]xit (?:status|code):? ?[1-9]\d*\b|[Ee]xit(?:ed)? abnormally|"
+      r"CalledProcessError|WorkerGroupFailureException|RayTaskError|RayActorError|ActorDiedError|"
+      r"[Ww]orker (?:\S+ )?(?:died|crashed)|killed by signal|[Pp]rocess \d+ (?:died|terminated|"
+      r"exited(?! (?:with (?:exit )?code:? ?0\b|normally|successfully|cleanly)))|"
+      r"Trial .* errored|with return code [1-9]|[Rr]eturn code(?::| =)? ?-?[1-9]|died with <Signals|[Kk]illed by signal|"
+      r"Killing subprocess|"
+      r"[Tt]erminating (?:process|workers)|[Ss]hutting down workers|Error occurred when executing|"
+      r"[Jj]ob (?:\S+ )?(?:failed|FAILED)|[Tt]raining (?:failed|crashed|aborted)",
+      fix.TORCHRUN, role="cascade", fatal=True,
+      needles=("childfailederror", "signalexception", "failed (exitcode", "terminate called after throwing", "exitcode",
+               "process terminated with signal", "terminated with", "exited with", "returned non-zero exit status",
+               "non-zero exit", "exit status", "exit code", "abnormally", "calledprocesserror",
+               "workergroupfailureexception", "raytaskerror", "rayactorerror", "actordiederror", "died", "crashed",
+               "killed by signal", "exited", "terminated", "errored", "return code", "terminating", "killing subprocess",
+               "shutting down workers", "error occurred when executing", "failed", "aborted"))
+
+SOFTWARE_RULES: tuple[Rule, ...] = _TABLE.rules()
