@@ -337,7 +337,7 @@ class _Scan:
                                                                                    _LOG_ERROR.match(line)))) else None
             if cls is not None:
                 exc = final or _EXC_LINE.match(line) is not None
-                self.hits.append(_Hit(_topic_rule(cls, "exception" if exc else "log"), index, line,
+                self.hits.append(_Hit(_topic_rule(cls), index, line,
                                       "error" if exc else "warn", "cause", final=final, exception=not final and exc))
                 self.hit_lines.add(index)
             elif final or (self.bare_exceptions and _EXC_LINE.match(line)):
@@ -369,17 +369,17 @@ class _Scan:
         self.hits.append(_Hit(rule, index, line, severity, rule.role, final=final, exception=exception))
 
 
-_TOPIC_RULES: dict[tuple[str, str], Rule] = {}
+_TOPIC_RULES: dict[str, Rule] = {}
 
 
-def _topic_rule(cls: str, kind: str) -> Rule:
-    """The weak rule standing for an unexplained error line about `cls` (`kind`: exception | log)."""
-    rule = _TOPIC_RULES.get((cls, kind))
+def _topic_rule(cls: str) -> Rule:
+    """The weak rule standing for an unexplained error line about `cls` (made once per class)."""
+    rule = _TOPIC_RULES.get(cls)
     if rule is None:
         base = next((r for r in RULES if r.cls == cls and r.role == "cause"), GENERIC_TRACEBACK)
         rule = Rule(f"topic.{cls}", cls, "error", f"an error no rule knows, about {cls.replace('_', ' ')}",
                     base.pattern, base.remedy, base.gotcha, "cause", None, False, TOPIC_CONFIDENCE)
-        _TOPIC_RULES[(cls, kind)] = rule
+        _TOPIC_RULES[cls] = rule
     return rule
 
 

@@ -52,6 +52,8 @@ def render() -> str:
     totals = Counter(e.label for e in excerpts)
     scarce = [f"{c} ({totals.get(c, 0)})" for c in LABELS if totals.get(c, 0) < SCARCE]
     reached = held.accuracy >= THRESHOLD and not held.false_alarms
+    smallest = sorted((c for c in LABELS if totals.get(c)), key=lambda c: totals[c])[:2]
+    held_n = Counter(e.label for e in excerpts if e.held_out)
     out = [
         "# Triage accuracy on real logs",
         "",
@@ -123,7 +125,9 @@ def render() -> str:
         "",
         f"Classes with fewer than {SCARCE} real excerpts in the whole corpus (count in brackets): "
         + (", ".join(scarce) if scarce else "none") + ".",
-        "Their figures above rest on a handful of logs and move a lot with one more example.",
+        "Their figures above rest on a handful of logs and move a lot with one more example." if scarce else
+        "The smallest classes: " + ", ".join(f"{c} ({totals[c]}, {held_n[c]} held-out)" for c in smallest)
+        + "; their held-out figures rest on a handful of logs.",
         "",
         "## Examples per class (whole corpus)",
         "",
