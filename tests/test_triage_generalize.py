@@ -432,6 +432,36 @@ ENDINGS = [
                   " non-zero exit status 1."),
 ]
 
+# Schedulers and clouds stopping a job, in their own words (time limits, owners, requeues, deadlines).
+ENDINGS += [
+    ('preempted',
+     'slurmstepd: error: *** JOB 123 STEPD TERMINATED ON node7 AT 2024-01-01T00:00:00 DUE TO JOB NOT ENDING WITH SIGNALS ***'),
+    ('preempted',
+     '=>> PBS: job killed: cput 360012 exceeded limit 360000'),
+    ('preempted',
+     'TERM_OWNER: job killed by owner.'),
+    ('preempted',
+     'TERM_ADMIN: job killed by root or LSF administrator.'),
+    ('preempted',
+     'TERM_REQUEUE_ADMIN: job killed and requeued by root or LSF administrator.'),
+    ('preempted',
+     'failed       100  : assumedly after job / qmaster enforced h_rt, h_cpu, or h_vmem limit'),
+    ('preempted',
+     'Job was aborted by the user.'),
+    ('preempted',
+     'Job was active longer than specified deadline'),
+    ('preempted',
+     'Training job my-job-123 stopped. Reason: MaxRuntimeExceeded: Training job runtime exceeded MaxRuntimeInSeconds provided'),
+    ('preempted',
+     '[rank: 0] Handling signal: SIGTERM'),
+    ('preempted',
+     'Your session timed out. Please restart the notebook.'),
+    ('preempted',
+     'The actor died because its node has died. Node Id: abc123'),
+    ('preempted',
+     'compute.instances.preempted: Instance was preempted.'),
+]
+
 
 @pytest.mark.parametrize(("cls", "line"), ENDINGS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(ENDINGS)])
 def test_how_a_process_ended_names_its_class(cls: str, line: str) -> None:

@@ -117,10 +117,12 @@ _rule("host_oom.tf_cpu", "host_oom_killed", "error", "host RAM ran out (TensorFl
 # claims "OutOfMemoryError"
 _rule("host_oom.jvm_schedulers", "host_oom_killed", "error", "a host memory limit killed the job (JVM, YARN, PBS, SGE)",
       r"java\.lang\.OutOfMemoryError|Java heap space|GC overhead limit exceeded|killed by YARN for exceeding memory|"
-      r"exceeding (?:physical |virtual )?memory limits|PBS: job killed: v?mem\b|exceeded hard memory limit|h_vmem",
+      r"exceeding (?:physical |virtual )?memory limits|PBS: job killed: v?mem\b|exceeded hard memory limit|"
+      r"h_vmem=\S+ exceeded",
       fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("java.lang.outofmemoryerror", "java heap space", "gc overhead limit exceeded", "killed by yarn",
-               "memory limits", "pbs: job killed: mem", "pbs: job killed: vmem", "exceeded hard memory limit", "h_vmem"))
+               "memory limits", "pbs: job killed: mem", "pbs: job killed: vmem", "exceeded hard memory limit",
+               "h_vmem="))
 _rule("cuda_oom.other_stacks", "cuda_oom", "error", "accelerator memory ran out (Caffe, MindSpore, Ascend)",
       r"cudaSuccess \(2 vs\. 0\)\s+out of memory|[Mm]alloc device memory failed|[Dd]evice memory (?:is )?(?:not enough|"
       r"insufficient)",

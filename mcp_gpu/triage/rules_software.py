@@ -143,10 +143,13 @@ _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit end
       r"DUE TO TIME LIMIT|\bDeadlineExceeded\b|[Ww]all ?time \d+ exceeded limit|TERM_RUNLIMIT|"
       r"exceeded (?:the |its )?(?:wall ?time|run ?time) limit|job killed: walltime|[Ww]all ?clock limit|"
       r"exceeded the maximum execution time|execution took longer than|TERM_CPULIMIT|exceeded hard wallclock|"
-      r"exceeded (?:the )?CPU (?:time )?limit",
+      r"exceeded (?:the )?CPU (?:time )?limit|DUE TO JOB NOT ENDING WITH SIGNALS|cput \d+ exceeded limit|enforced h_rt|"
+      r"active longer than specified deadline|MaxRuntimeExceeded|MaxWaitTimeExceeded|[Ss]ession timed out",
       fix.TIME_LIMIT, gotcha="SLURM2", fatal=True,
       needles=("walltime", "wall time", "wall clock limit", "wallclock limit", "maximum execution time", "term_runlimit",
-               "term_cpulimit", "execution took longer than", "hard wallclock", "cpu limit", "cpu time limit",
+               "term_cpulimit", "execution took longer than", "due to job not ending with signals", "cput",
+               "enforced h_rt", "longer than specified deadline", "maxruntimeexceeded", "maxwaittimeexceeded",
+               "session timed out", "hard wallclock", "cpu limit", "cpu time limit",
                "time limit", "runtime limit", "due to time limit", "deadlineexceeded"))
 _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted the job",
       r"DUE TO PREEMPTION|\bPREEMPTED\b|[Pp]re-empt(?:ed|ion)\b|PreemptionError|(?:due to|by|because of) (?:\w+ )?[Pp]reemption|"
@@ -171,8 +174,9 @@ _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted
                "nodenotready", "marked dead", "died", "instance", "maintenance event", "hosterror", "reclaim",
                "scheduledevents", "shutdown signal", "shutdown notice", "shutting down"))
 _rule("sched.cancelled", "cancelled", "warn", "the job was cancelled",
-      r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|^KeyboardInterrupt\b|got signal: 2\b", fix.CANCELLED,
-      needles=("cancelled at", "keyboardinterrupt", "got signal: 2"))
+      r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|^KeyboardInterrupt\b|got signal: 2\b|TERM_OWNER|TERM_ADMIN|"
+      r"Job was aborted by the user", fix.CANCELLED,
+      needles=("cancelled at", "keyboardinterrupt", "got signal: 2", "term_owner", "term_admin", "aborted by the user"))
 
 # --- the controlling terminal went away: every worker got SIGHUP (the SSH session or the tty closed)
 _rule("signal.sighup", "preempted", "error", "the terminal went away: the job got SIGHUP",
@@ -186,9 +190,10 @@ _rule("signal.sigterm", "preempted", "error", "the job received SIGTERM",
       r"Received SIGTERM|received signal SIGTERM|SIGTERM received|Received Signals\.SIGTERM|Received 15 death signal|"
       r"got signal: 15\b|Signal 15 \(SIGTERM\) received by PID|exitcode\s*:\s*-15\b|^Terminated$|: line \d+:\s+\d+ Terminated\b|"
       r"[Cc]aught SIGTERM|SIGTERM (?:signal )?(?:received|caught|detected)|[Rr]eceived (?:signal )?(?:15|SIGTERM)|"
-      r"Signals\.SIGTERM|[Tt]erminated by signal SIGTERM",
-      fix.SIGTERM, role="sigterm", fatal=True, needles=("sigterm", "death signal", "got signal: 15", "exitcode", "terminated",
-                                            "received signal 15", "received 15"))
+      r"Signals\.SIGTERM|[Tt]erminated by signal SIGTERM|[Hh]andling signal:? SIGTERM",
+      fix.SIGTERM, role="sigterm", fatal=True,
+      needles=("sigterm", "handling signal", "death signal", "got signal: 15", "exitcode", "terminated", "received signal 15",
+               "received 15"))
 
 # --- SSH session (U1, GEN8), then the network
 _rule("ssh.hostkey", "ssh_disconnect", "error", "the SSH host key is unknown or changed",
@@ -246,7 +251,7 @@ _rule("dataloader.worker_signal", "dataloader_error", "error", "a DataLoader wor
       r"Unexpected (?:segmentation fault|floating-point exception|bus error) encountered in worker", fix.DATALOADER,
       gotcha="train.DP9", fatal=True, needles=("encountered in worker",))
 _rule("sched.preempted_more", "preempted", "error", "the job was stopped from outside (preemption, requeue, node loss)",
-      r"srun: forcing job termination|srun: Job step aborted|\bREQUEUED\b|[Rr]equeu(?:e|ing) (?:the )?job|"
+      r"srun: forcing job termination|srun: Job step aborted|\bREQUEUED\b|[Rr]equeu(?:e|ing) (?:the )?job|TERM_REQUEUE_\w+|"
       r"(?:[Rr]eceived|[Hh]andling|[Cc]aught|got) (?:signal )?SIGUSR[12]|NodeDiedError|[Nn]ode (?:has )?died|"
       r"missed too many heartbeats|TPU (?:was |has been )?preempted|[Hh]ost maintenance|NodeShutdown|"
       r"[Nn]ode (?:is )?(?:being )?drained|[Ss]pot (?:instance )?(?:termination|reclaim)|will be terminated|"
