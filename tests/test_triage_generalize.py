@@ -462,6 +462,27 @@ ENDINGS += [
      'compute.instances.preempted: Instance was preempted.'),
 ]
 
+ENDINGS += [
+    ('nan_inf',
+     'tensorflow.python.framework.errors_impl.InvalidArgumentError: Nan in summary histogram for: conv1/weights_0'),
+    ('nan_inf',
+     'tensorflow.python.framework.errors_impl.InvalidArgumentError: loss/total : Tensor had NaN values'),
+    ('nan_inf',
+     'There are NAN or INF (num_nan=1, num_inf=0, num_zero=0) in [op=elementwise_add] [tensor=tmp_0].'),
+    ('nan_inf',
+     "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1.9e-05, 'epoch': 0.42}\n{'loss': nan, 'grad_norm': nan, 'learning_rate': 1.8e-05, 'epoch': 0.43}"),  # noqa: E501 (a real message, kept whole)
+    ('host_oom_killed',
+     '[1]    12345 killed     python train.py'),
+    ('host_oom_killed',
+     'The process has been killed because it exceeded memory limits'),
+    ('host_oom_killed',
+     'distributed.nanny - WARNING - Worker exceeded 95% memory budget. Restarting'),
+    ('import_or_config_error',
+     "Error: ENOSPC: System limit for number of file watchers reached, watch '/app/src'"),
+    ('preempted',
+     'This job was terminated because it exceeded the maximum time allowed for a job.'),
+]
+
 
 @pytest.mark.parametrize(("cls", "line"), ENDINGS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(ENDINGS)])
 def test_how_a_process_ended_names_its_class(cls: str, line: str) -> None:

@@ -85,6 +85,10 @@ _rule("inodes.df", "inode_exhausted", "critical", "the filesystem is out of inod
       r"files? quota exceeded|exceeded (?:the )?(?:file|inode) (?:quota|limit)|[Tt]oo many files",
       fix.INODES, gotcha="U7", needles=("inode", "iuse%", "file count", "file number", "files quota",
                                         "file quota", "file limit", "too many files"))
+# ENOSPC from inotify is a kernel limit on file watchers, not a full disk (dev servers, watchers in notebooks)
+_rule("config.inotify", "import_or_config_error", "error", "the kernel's limit on file watchers was reached",
+      r"System limit for number of file watchers reached|inotify watch limit", fix.ARGS,
+      needles=("limit for number of file watchers", "inotify watch limit"))
 _rule("disk.gate", "disk_full", "critical", "the launch disk gate aborted: too little free space", r"\bDISK_GATE_ABORT\b",
       fix.DISK, gotcha="U6")
 _rule("disk.torch_save", "disk_full", "critical", "torch.save failed mid-write: the disk filled",

@@ -142,12 +142,13 @@ _rule("code.scaler", "traceback", "error", "the GradScaler state was not restore
 _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit ended the job",
       r"DUE TO TIME LIMIT|\bDeadlineExceeded\b|[Ww]all ?time \d+ exceeded limit|TERM_RUNLIMIT|"
       r"exceeded (?:the |its )?(?:wall ?time|run ?time) limit|job killed: walltime|[Ww]all ?clock limit|"
-      r"exceeded the maximum execution time|execution took longer than|TERM_CPULIMIT|exceeded hard wallclock|"
+      r"exceeded the maximum (?:execution |run ?|wall ?)?time|execution took longer than|TERM_CPULIMIT|"
+      r"exceeded hard wallclock|"
       r"exceeded (?:the )?CPU (?:time )?limit|DUE TO JOB NOT ENDING WITH SIGNALS|cput \d+ exceeded limit|enforced h_rt|"
       r"active longer than specified deadline|MaxRuntimeExceeded|MaxWaitTimeExceeded|[Ss]ession timed out",
       fix.TIME_LIMIT, gotcha="SLURM2", fatal=True,
       needles=("walltime", "wall time", "wall clock limit", "wallclock limit", "maximum execution time", "term_runlimit",
-               "term_cpulimit", "execution took longer than", "due to job not ending with signals", "cput",
+               "term_cpulimit", "execution took longer than", "exceeded the maximum", "due to job not ending with signals", "cput",
                "enforced h_rt", "longer than specified deadline", "maxruntimeexceeded", "maxwaittimeexceeded",
                "session timed out", "hard wallclock", "cpu limit", "cpu time limit",
                "time limit", "runtime limit", "due to time limit", "deadlineexceeded"))
@@ -347,13 +348,13 @@ _rule("cascade.mpi", "traceback", "error", "an MPI/Horovod launcher reports a fa
 
 _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
       r"^(?:\[\d+\][+-]?\s+)?(?:\d+\s+)?Killed\b|(?:exit(?:ed)?|return|error)(?: with)? ?code[:= ]\s*(?:137|-9)\b|"
-      r"EXIT CODE: 9\b|(?:\]|it/s|s/it|%)\s*Killed\s*$|"
+      r"EXIT CODE: 9\b|(?:\]|it/s|s/it|%)\s*Killed\s*$|^\[\d+\][+-]?\s+\d+\s+killed\s|memory budget\. Restarting|"
       r"returncode=-9\b|returned -9\b|The paging file is too small|WinError 1455|all available RAM|out of RAM\b|"
       r"RAM (?:is )?(?:full|exhausted)|Your session crashed|low swap: killing|killing largest compressed process|"
       r"[Ss]ystem (?:ran|is running) out of memory|out of (?:host|system|CPU) memory|"
       r"tried to allocate more memory than is available|[Tt]he kernel appears to have died",
       fix.HOST_OOM, gotcha="U9", fatal=True,
-      needles=("killed", "137", "-9", "exit code: 9", "your session crashed", "low swap: killing",
+      needles=("killed", "137", "-9", "exit code: 9", "memory budget", "your session crashed", "low swap: killing",
                "paging file is too small", "winerror 1455",
                "all available ram", "out of ram",
                "ram is", "ram full", "ram exhausted", "out of memory", "out of host memory",
@@ -365,7 +366,8 @@ _rule("nan.value", "nan_inf", "error", "a NaN value in the training output",
       r"(?!.*\b(?:[Rr]eward|[Rr]eturn|ep_?\w+|[Ee]pisode\w*|eplen\w*)\b).*?(?:^|[\s|,:=(\[{'\"])[-+]?(?:nan|NaN|NAN)"
       r"(?:$|[\s|,)\]}'\"%])", fix.NAN, gotcha="train.P8", needles=("nan",))
 _rule("nan.words", "nan_inf", "error", "the loss or the inputs became NaN/inf",
-      r"Invalid loss, terminating training|Input contains (?:NaN|infinity)|[Ll]oss (?:has )?(?:gone|went) (?:to )?NaN",
+      r"Invalid loss, terminating training|Input contains (?:NaN|infinity)|[Ll]oss (?:has )?(?:gone|went) (?:to )?NaN|"
+      r"Nan in summary histogram|Tensor had (?:NaN|Inf) values|NAN or INF \(num_nan",
       fix.NAN, gotcha="train.P8", needles=("invalid loss, terminating", "input contains", "nan"))
 _rule("sched.node_fail", "preempted", "error", "the node failed or the job was requeued",
       r"DUE TO NODE FAIL|[Nn]ode failure|\bREQUEUE\b|[Pp]od .{0,60}(?:was )?deleted|NodeShutdown|[Tt]erminating pod|"
