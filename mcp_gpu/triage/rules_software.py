@@ -148,7 +148,8 @@ _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit end
       r"active longer than specified deadline|MaxRuntimeExceeded|MaxWaitTimeExceeded|[Ss]ession timed out",
       fix.TIME_LIMIT, gotcha="SLURM2", fatal=True,
       needles=("walltime", "wall time", "wall clock limit", "wallclock limit", "maximum execution time", "term_runlimit",
-               "term_cpulimit", "execution took longer than", "exceeded the maximum", "due to job not ending with signals", "cput",
+               "term_cpulimit", "execution took longer than", "exceeded the maximum", "due to job not ending with signals",
+               "cput",
                "enforced h_rt", "longer than specified deadline", "maxruntimeexceeded", "maxwaittimeexceeded",
                "session timed out", "hard wallclock", "cpu limit", "cpu time limit",
                "time limit", "runtime limit", "due to time limit", "deadlineexceeded"))
