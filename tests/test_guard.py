@@ -110,7 +110,8 @@ async def test_the_deadline_fires_after_the_checkpoint_and_stops_the_pod_never_d
     stop = next(r for r in runpod.requests if r.method == "POST")
     assert stop.path == f"/v1/pods/{POD}/stop" and runpod.d.auth_ok(stop.headers, KEY)
     assert not [r for r in runpod.requests if r.method == "DELETE"]
-    log = (Path(runs) / next(p.name for p in Path(runs).iterdir()) / "out.log").read_text()
+    # the run root also holds the name claims (`.names/`): the job's own directory is the one not hidden
+    log = (Path(runs) / next(p.name for p in sorted(Path(runs).iterdir()) if not p.name.startswith(".")) / "out.log").read_text()
     assert "saved" in log
 
     async def ended() -> bool:

@@ -217,7 +217,9 @@ async def arm_guard(app: App, plan: GuardPlan, *, approved_by: str, run_root: st
     if plan.stop == "api" and kv.get("curl") != "1":
         stop_desc += " (curl is missing on the box: it will only write a notice)"
     guards_repo.record(app.store, plan.host, guard_dir=gd, pid=int(kv["pid"]) if kv.get("pid", "").isdigit() else None,
-                       deadline=plan.deadline, idle_s=r.idle_minutes * 60 if r.idle_minutes else None,
+                       # the deadline the box enforces (whole seconds), so time left reads the same on both sides
+                       deadline=float(int(plan.deadline)) if plan.deadline else None,
+                       idle_s=r.idle_minutes * 60 if r.idle_minutes else None,
                        grace_s=r.grace_s, interval_s=r.interval_s, stop=stop_desc)
     audit_log.append(app.store, "guard_armed", action="guard", target=plan.host,
                      detail={"approved_by": approved_by, "summary": plan.summary, "guard_dir": gd})
