@@ -167,15 +167,11 @@ class _Scan:
         and logged exception is printed: `logger.exception`, "Exception in thread", "Retrying after error:"). An
         uncaught exception's traceback follows whatever the program printed last, often a progress line; progress
         printed after it is then the rest of a buffered stdout, flushed at exit, not training going on."""
-        prev_end = header - 1
-        while prev_end > 0:
-            prev_start = self.text.rfind("\n", 0, prev_end) + 1
-            prev = self.text[prev_start:prev_end]
-            if prev.strip():
-                segs = clean_segments(prev)
-                return _ANNOUNCES.search(segs[-1] if segs else prev) is not None
-            prev_end = prev_start - 1
-        return False
+        prev = self._previous_line(header)
+        if prev is None:
+            return False
+        segs = clean_segments(prev)
+        return _ANNOUNCES.search(segs[-1] if segs else prev) is not None
 
     def _with_message(self, line: str, pos: int) -> tuple[str, int]:
         """An exception line with no message, joined with the message lines printed below it (up to a blank line

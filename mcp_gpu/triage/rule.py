@@ -36,6 +36,11 @@ def compile_pattern(pattern: str, ignore_case: bool = False) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
 
 
+# A client saying the trouble is over ("Network error resolved after 0:00:12, resuming normal operation"): the rule
+# table keeps such a line from being read as one more error, and the progress finder reads it as training going on.
+RECOVERY_PATTERN = r"[Ee]rror resolved after|resuming normal operation|[Cc]onnection (?:re-?established|restored)|" \
+                   r"\b[Rr]econnected\b"
+
 # "inf" as a value, not inside "info": the literal with what may follow it
 INF_NEEDLES = ("inf ", "inf,", "inf)", "inf'", 'inf"', "inf}", "inf]", "inf|", "inf;", "inf\n", "inf\t", "infinit",
                "inf.")

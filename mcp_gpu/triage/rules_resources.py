@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from mcp_gpu.triage import remedies as fix
 from mcp_gpu.triage.rule import INF_NEEDLES as _INF
-from mcp_gpu.triage.rule import Rule, RuleTable
+from mcp_gpu.triage.rule import RECOVERY_PATTERN, Rule, RuleTable
 
 _TABLE = RuleTable()
 _rule = _TABLE.add
@@ -46,11 +46,9 @@ _rule("ignore.allocator_flush", "host_oom_killed", "info", "DeepSpeed flushed it
 _rule("ignore.pip_resolver", "import_or_config_error", "info", "pip's dependency-resolver notice",
       r"pip's dependency resolver does not currently take into account", "", role="ignore",
       needles=("pip's dependency resolver",))
-# a client saying the trouble is over ("Network error resolved after 0:00:12, resuming normal operation"): it is
-# the recovery, read as progress, not one more error
-_rule("ignore.recovered", "network_stall", "info", "a client recovered",
-      r"[Ee]rror resolved after|resuming normal operation|[Cc]onnection (?:re-?established|restored)|\b[Rr]econnected\b",
-      "", role="ignore", needles=("error resolved after", "resuming normal operation", "connection re", "reconnected"))
+# a client saying the trouble is over: the recovery, read as progress (scan.py), not one more error
+_rule("ignore.recovered", "network_stall", "info", "a client recovered", RECOVERY_PATTERN, "", role="ignore",
+      needles=("error resolved after", "resuming normal operation", "connection re", "reconnected"))
 _rule("ignore.torchrun_sigterm_workers", "traceback", "info", "torchrun stopping the other workers",
       r"Sending process \d+ closing signal SIGTERM|Unable to shutdown process \d+ via", "", role="ignore")
 _rule("ignore.elastic_hint", "traceback", "info", "torchrun hint", r"To enable traceback see: https://pytorch\.org", "",

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from mcp_gpu.triage.needles import NeedleFinder
+from mcp_gpu.triage.rule import RECOVERY_PATTERN
 from mcp_gpu.triage.rules import RULES, Rule
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -141,11 +142,9 @@ _PROGRESS = re.compile(
     r"\b(?:train_|training_)?loss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d|"
     r"\b(?:successfully|succeeded|(?:training|download|upload|epoch|step) (?:completed|complete|finished|done)|"
     r"(?:saved|saving) (?:model|checkpoint)|resum(?:ed|ing) (?:training|from)|continu(?:e|"
-    r"ing) training)\b|resuming normal operation|\b[Rr]esolved after\b|[Cc]onnection (?:re-?established|restored)|"
-    r"\b[Rr]econnected\b", re.IGNORECASE | re.MULTILINE)
+    r"ing) training)\b|" + RECOVERY_PATTERN, re.IGNORECASE | re.MULTILINE)
 # a client saying the trouble is over: progress even though the line names the error it recovered from
-_RECOVERED = re.compile(r"resuming normal operation|\b[Rr]esolved after\b|[Cc]onnection (?:re-?established|restored)|"
-                        r"\b[Rr]econnected\b")
+_RECOVERED = re.compile(RECOVERY_PATTERN)
 # a finite loss value: what a NaN/inf loss needs after it to count as survived
 # (a validation or test loss does not count: the training loss is what went bad)
 _FINITE_LOSS = re.compile(r"(?<![\w/])(?<!validation )(?<!valid )(?<!val )(?<!eval )(?<!test )(?:train[_/ ]?)?"
