@@ -21,8 +21,8 @@ _rule("ignore.mlock", "host_oom_killed", "info", "optional memory locking failed
 # NCCL falling back from InfiniBand/OFI/a plugin to sockets at init, TensorFlow not finding optional TensorRT/GPU
 # libraries (it says so at W level and goes on): startup notices of a run that works
 _rule("ignore.nccl_transport", "nccl_timeout", "info", "NCCL fell back to another transport",
-      r"NCCL WARN (?:Failed to open libibverbs|NET/OFI|NET/IB ?: No device|NET/Plugin|Could not find real path)",
-      "", role="ignore", needles=("nccl warn",))
+      r"NCCL WARN (?:Failed to open libibverbs|NET/OFI|NET/IB ?: No device|NET/Plugin|Could not find real path)|"
+      r"NCCL INFO NET/Plugin", "", role="ignore", needles=("nccl warn", "nccl info net/plugin"))
 _rule("ignore.tf_dso", "import_or_config_error", "info", "TensorFlow could not load an optional library",
       r"(?:dso_loader|cuda_dnn|cuda_blas|cuda_fft)\.cc:\d+\] (?:Could not load dynamic library|Unable to register)|"
       r"TF-TRT Warning", "", role="ignore", needles=("dso_loader", "cuda_dnn", "cuda_blas", "cuda_fft", "tf-trt warning"))
@@ -35,6 +35,12 @@ _rule("ignore.cuda_unloading", "cuda_device_error", "info", "CUDA calls during p
 _rule("ignore.sacct", "traceback", "info", "submitit could not read Slurm accounting",
       r"[Bb]ypassing sacct error|status may be inaccurate", "", role="ignore",
       needles=("bypassing sacct error", "status may be inaccurate"))
+# slurmstepd/srun noise that healthy steps print on many clusters (a process that exited while it was being
+# accounted, a TMPDIR it falls back from, no terminal for srun's window size) and the loader skipping a preload
+_rule("ignore.slurm_noise", "traceback", "info", "Slurm or the loader noted something it worked around",
+      r"_is_a_lwp|Unable to create TMPDIR|Setting TMPDIR to|ioctl\(TIOCGWINSZ\)|from LD_PRELOAD cannot be preloaded",
+      "", role="ignore", needles=("_is_a_lwp", "unable to create tmpdir", "setting tmpdir to", "tiocgwinsz",
+                                  "from ld_preload cannot be preloaded"))
 # torchrun's store client retrying while the store comes up; DeepSpeed ZeRO-3 flushing its allocator cache (a speed
 # hint about GPU memory, not the host's)
 _rule("ignore.c10d_connect", "network_stall", "info", "a rendezvous client retried its first connection",
@@ -80,9 +86,10 @@ _rule("config.crlf", "import_or_config_error", "error", "the script has Windows 
 _rule("inodes.df", "inode_exhausted", "critical", "the filesystem is out of inodes",
       r"[Oo]ut of inodes|no (?:free )?inodes|inodes? (?:are |is )?(?:exhausted|full|used up)|IUse%.*\b100%|"
       r"[Ii]node (?:quota|limit) (?:exceeded|reached)|[Ff]ile (?:count|number) (?:quota|limit)|"
-      r"files? quota exceeded|exceeded (?:the )?(?:file|inode) (?:quota|limit)|[Tt]oo many files",
+      r"files? quota exceeded|exceeded (?:the )?(?:file|inode) (?:quota|limit)|[Tt]oo many files|\binode quota\b|"
+      r"(?<!open )files limit (?:reached|exceeded)",
       fix.INODES, gotcha="U7", needles=("inode", "iuse%", "file count", "file number", "files quota",
-                                        "file quota", "file limit", "too many files"))
+                                        "file quota", "file limit", "too many files", "files limit"))
 # ENOSPC from inotify is a kernel limit on file watchers, not a full disk (dev servers, watchers in notebooks)
 _rule("config.inotify", "import_or_config_error", "error", "the kernel's limit on file watchers was reached",
       r"System limit for number of file watchers reached|inotify watch limit", fix.ARGS,
@@ -94,7 +101,7 @@ _rule("disk.torch_save", "disk_full", "critical", "torch.save failed mid-write: 
       r"write\(\): fd \d+ failed",
       fix.DISK, gotcha="U6", needles=("inline_container.cc", "pytorchstreamwriter failed", "basic_ios::clear", "write(): fd"))
 _rule("disk.enospc", "disk_full", "critical", "no space left on device",
-      r"No space left on device|\[Errno 28\]|\bENOSPC\b|[Nn]ot enough (?:free )?(?:disk )?space|[Dd]isk (?:is )?full|"
+      r"No space left on device|\[Errno 28\]|\bENOSPC\b|[Nn]ot enough (?:free )?(?:disk )?space|enough free space in /|[Dd]isk (?:is )?full|"
       r"insufficient (?:disk )?space|out of disk space|[Nn]o space left|Write failed.*space|is over \d+% full|"
       r"(?:[Dd]isk|[Ff]ilesystem|[Vv]olume|[Pp]artition|[Ss]torage).{0,60}\b(?:9\d|100)% (?:full|used)",
       fix.DISK, gotcha="U6", needles=("space", "[errno 28]", "enospc", "disk full", "disk is full", "% full", "% used"))
@@ -119,7 +126,7 @@ _rule("host_oom.tf_cpu", "host_oom_killed", "error", "host RAM ran out (TensorFl
 # claims "OutOfMemoryError"
 _rule("host_oom.jvm_schedulers", "host_oom_killed", "error", "a host memory limit killed the job (JVM, YARN, PBS, SGE)",
       r"java\.lang\.OutOfMemoryError|Java heap space|GC overhead limit exceeded|killed by YARN for exceeding memory|"
-      r"exceeding (?:physical |virtual )?memory limits|PBS: job killed: v?mem\b|exceeded hard memory limit|"
+      r"exceeding (?:physical |virtual )?memory limits|beyond (?:physical|virtual) memory limits|PBS: job killed: v?mem\b|exceeded hard memory limit|"
       r"h_vmem=\S+ exceeded",
       fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("java.lang.outofmemoryerror", "java heap space", "gc overhead limit exceeded", "killed by yarn",
@@ -133,7 +140,7 @@ _rule("cuda_oom.tpu", "cuda_oom", "error", "accelerator memory ran out (TPU)",
       r"Attempting to (?:reserve|allocate) [\d.]+\s*[KMGT]i?B? at the bottom of memory", fix.CUDA_OOM, gotcha="U10",
       needles=("at the bottom of memory",))
 _rule("cuda_oom.torch", "cuda_oom", "error", "GPU memory ran out",
-      r"CUDA out of memory|CUDA: out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|"
+      r"CUDA out of memory|CUDA: out of memory|OutOfMemoryError|CUDA (?:driver )?error: out of memory|can be stored in KV cache|CUBLAS_STATUS_ALLOC_FAILED|"
       r"Cuda failure '?out of memory|HIP out of memory|RESOURCE_EXHAUSTED|[Rr]esource exhausted: Out|CUDA_ERROR_OUT_OF_MEMORY|"
       r"OOM when allocating|OOM [Dd]etected|No executable batch size found|[Oo]ut of memory (?:while|"
       r"trying to allocate|on device|allocating)|"
@@ -142,7 +149,7 @@ _rule("cuda_oom.torch", "cuda_oom", "error", "GPU memory ran out",
       r"CUDNN_STATUS_ALLOC_FAILED|CUDNN_STATUS_NOT_ENOUGH_WORKSPACE|DNNL.*out of memory|"
       r"[Nn]ot enough (?:GPU|device|CUDA) memory|GPU memory (?:is )?(?:full|exhausted|insufficient)",
       fix.CUDA_OOM, gotcha="U10",
-      needles=("out of memory", "outofmemoryerror", "cublas_status_alloc_failed", "resource_exhausted",
+      needles=("out of memory", "outofmemoryerror", "stored in kv cache", "cublas_status_alloc_failed", "resource_exhausted",
                "cuda_error_out_of_memory", "oom when allocating", "oom detected",
                "no executable batch size found", "resource exhausted: out",
                "failed to allocate", "ran out of memory",
@@ -225,7 +232,7 @@ _rule("nan.tensorboard", "nan_inf", "info", "a logged scalar was NaN/inf (tensor
       r"NaN or Inf found in input tensor", fix.NAN, gotcha="train.P8", needles=("nan or inf found in input tensor",))
 _rule("nan.loss", "nan_inf", "error", "the loss became NaN/inf",
       r"(?:\b|_)(?:train_|val_|valid_|eval_|test_|total_|train/|val/)?loss(?:_\w+|es)?\b['\"]?(?:\s*[:=]\s*|"
-      r"\s+)(?:tensor\()?['\"]?"
+      r"\s+)(?:tensor\()?\[?['\"]?"
       r"[-+]?(?:nan|inf(?:inity)?)\b(?!\s*(?:->|to\b))|"
       r"\bloss (?:is|became|was|=|has become|went to) (?:nan|inf|infinite)|returned nan values in its|"
       r"\bis not finite\b|non-finite|found invalid values|probability tensor contains either|"
@@ -240,7 +247,8 @@ _rule("nan.scaler", "nan_inf", "error", "the fp16 loss scale hit its minimum",
       r"loss scale already at minimum|[Mm]inimum loss scale reached|loss[_ ]scale (?:has )?(?:reached|hit) (?:the )?min",
       fix.FP16_SCALE, gotcha="train.P10", ignore_case=True, needles=("loss scale", "loss_scale"), fatal=True)
 _rule("nan.grad_norm", "nan_inf", "warn", "the gradient norm is NaN/inf",
-      r"\bg(?:rad)?_?norm\b['\"]?\s*[:=]\s*(?:tensor\()?['\"]?[-+]?(?:nan|inf)\b", fix.NAN, gotcha="train.P8",
+      r"\bg(?:rad)?_?norm\b['\"]?\s*[:=]\s*(?:tensor\()?['\"]?[-+]?(?:nan|inf)\b|\bgrad(?:ient)? norm is (?:nan|inf)\b",
+      fix.NAN, gotcha="train.P8",
       ignore_case=True, needles=("nan", *_INF))
 
 # --- CUDA environment (U28, U31, RP9) above the generic CUDA-error rule
@@ -249,7 +257,7 @@ _rule("config.cuda_kernel_image", "import_or_config_error", "error", "the torch 
       r"CUDA driver version is insufficient|NVIDIA driver on your system is too old|"
       r"driver version (?:is )?(?:too old|older than)|CUDA_ERROR_NO_BINARY_FOR_GPU|"
       r"not compatible with the current PyTorch installation|"
-      r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION", fix.CUDA_VERSION, gotcha="U28")
+      r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION|Unsupported gpu architecture", fix.CUDA_VERSION, gotcha="U28")
 _rule("config.cuda_forward_compat", "import_or_config_error", "error", "the image's CUDA is newer than the host driver",
       r"forward compatibility was attempted on non supported HW|CUDA failure 804|cuda>=[\d.]+.*please update your driver|"
       r"OCI runtime create failed", fix.DRIVER_FORWARD, gotcha="RP9",
@@ -293,13 +301,13 @@ _rule("gpu.cuda_fault", "cuda_device_error", "error", "a CUDA kernel or the GPU 
       r"\bcuda(?:Launch|Memcpy\w*|DeviceSynchronize|StreamSynchronize)\b.*(?:fail|error)|"
       r"CUDA driver error|[Cc][Uu][Dd][Aa] failure \d+|[Cc]uda[Ee]rror|GPU (?:hang|fault|reset)|"
       r"failed to (?:query|synchronize|initialize|launch).{0,40}(?:CUDA|GPU|device)|CUresult|"
-      r"Unexpected (?:CUDA|GPU) error|XLA.*(?:Internal|INTERNAL).*(?:CUDA|cuda|GPU)|[Cc]uda error \d+",
+      r"Unexpected (?:CUDA|GPU) error|Unexpected Event status|XLA.*(?:Internal|INTERNAL).*(?:CUDA|cuda|GPU)|[Cc]uda error \d+",
       fix.CUDA_FAULT, gotcha="U22",
       needles=("illegal memory access", "unspecified launch failure", "cuda error", "cublas_status_", "cudnn_status_",
                "cudaerror", "cuda_error_", "hiperror", "ncclunhandledcudaerror", "unhandled cuda error",
                "cudalaunch", "cudamemcpy", "cudadevicesynchronize",
                "cudastreamsynchronize", "cuda driver error", "cuda failure", "gpu hang", "gpu fault", "gpu reset",
-               "failed to", "curesult", "unexpected cuda error", "unexpected gpu error", "xla"))
+               "failed to", "curesult", "unexpected cuda error", "unexpected event status", "unexpected gpu error", "xla"))
 
 # --- the network under the collectives: InfiniBand / RoCE / socket transport failures, a peer gone
 _rule("nccl.net", "network_stall", "error", "the network between ranks failed (NCCL transport)",
@@ -322,7 +330,7 @@ _rule("nccl.watchdog", "nccl_timeout", "error", "a collective timed out (watchdo
       r"checkTimeout|ncclCommWatchdog|workCleanupLoop|[Hh]eartbeat ?[Mm]onitor|watchdog (?:got stuck|thread)|"
       r"NCCL (?:operation|work|collective).*(?:timed out|timeout)|(?:all_?reduce|all_?gather|broadcast|barrier|"
       r"reduce_scatter|alltoall|ALLREDUCE|ALLGATHER|BROADCAST|_ALLGATHER_BASE|REDUCE_SCATTER)\w*.*[Tt]imeout|"
-      r"Timed out waiting for.*(?:collective|rank|NCCL|[Bb]arrier)|DistNetworkError|[Gg]loo.*[Tt]imed out|"
+      r"Timed out waiting for.*(?:collective|rank|NCCL|[Bb]arrier)|DistNetworkError(?!.*(?:[Aa]ddress already in use|errno: 98))|[Gg]loo.*[Tt]imed out|"
       r"(?:NCCL|collective|process group).{0,40}(?: hang|stuck|timed out)|TORCH_NCCL_ASYNC_ERROR_HANDLING",
       fix.WATCHDOG, gotcha="train.D20",
       needles=("watchdog", "collective operation timeout", "timeout at nccl work", "ran for", "processgroupnccl",
@@ -337,10 +345,12 @@ _rule("nccl.store", "nccl_timeout", "error", "ranks timed out meeting at the ren
 _rule("nccl.init", "nccl_timeout", "error", "ranks timed out meeting at initialisation",
       r"Timed out initializing process group|store based barrier|Socket Timeout|timed out waiting for all ranks|"
       r"[Rr]endezvous.*(?:timed out|timeout|[Cc]losed)|RendezvousTimeoutError|TCPStore.*(?:timed out|timeout)|"
-      r"(?:wait|Wait) timeout|Connection closed by peer \[",
+      r"(?:wait|Wait) timeout|Connection closed by peer \[|[Bb]arrier timed out|detected missing heartbeats|"
+      r"Collective ops is aborted",
       fix.NCCL_INIT, gotcha="train.MN1", ignore_case=True,
       needles=("timed out initializing", "store based barrier", "socket timeout", "timed out waiting for all ranks",
-               "rendezvous", "tcpstore", "wait timeout", "connection closed by peer ["))
+               "rendezvous", "tcpstore", "wait timeout", "connection closed by peer [", "barrier timed out",
+               "missing heartbeats", "collective ops is aborted"))
 _rule("nccl.error", "nccl_timeout", "error", "an NCCL communication error",
       r"nccl(?:System|Internal|Remote|InvalidUsage|InvalidArgument)Error|NCCL error in:|NCCL communicator was aborted|"
       r"DistBackendError|NCCL error|NCCL failure|NCCL_ERROR|ncclCommAbort|NCCL Error \d|[Cc]ommunicator (?:was )?aborted",

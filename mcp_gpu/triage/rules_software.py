@@ -59,10 +59,11 @@ _rule("config.module", "import_or_config_error", "error", "a Python module is mi
       needles=("modulenotfounderror", "no module named"))
 _rule("config.import", "import_or_config_error", "error", "an import failed (version mismatch)",
       r"^(?:\w+\.)*ImportError\b|cannot import name|undefined symbol|DLL load failed|\bimport of \w+ halted|"
-      r"VersionConflict|has no attribute '__version__'|\.so: cannot open shared object file|GLIBC\w*'? not found",
+      r"VersionConflict|has no attribute '__version__'|\.so: cannot open shared object file|GLIBC\w*'? not found|"
+      r"doesn't have NCCL built in",
       fix.IMPORT, gotcha="U29",
       needles=("importerror", "cannot import name", "undefined symbol", "dll load failed", "import of",
-               "versionconflict", "'__version__'", "cannot open shared object file", "glibc"))
+               "versionconflict", "'__version__'", "cannot open shared object file", "glibc", "have nccl built in"))
 # Version talk ("is not installed", "requires X but you have Y") is often a warning a run survives: only on an
 # error line.
 _rule("config.versions", "import_or_config_error", "error", "a package version does not fit",
@@ -82,14 +83,15 @@ _rule("config.override", "import_or_config_error", "error", "a config override i
       r"\bomegaconf\.errors\.|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|InterpolationResolutionError|"
       r"is not in struct|Error merging override|Could not append to config|MisconfigurationException|ValidationError|"
       r"FileNotFoundError|does not appear to have a file named|is not a valid model identifier|"
-      r"Can't load (?:tokenizer|config|the model)|got an unexpected keyword argument|missing \d+ required positional argument",
+      r"Can't load (?:tokenizer|config|the model)|got an unexpected keyword argument|missing \d+ required positional argument|"
+      r"yaml\.(?:scanner|parser|constructor|composer)\.\w*Error|\b(?:Scanner|Parser)Error: (?:while|mapping|expected)",
       fix.OVERRIDE, gotcha="U27",
       needles=("override", "is not a mapping", "configcompositionexception", "missingconfigexception",
                "omegaconf.errors.", "configattributeerror", "configkeyerror", "missingmandatoryvalue",
                "interpolationresolutionerror", "is not in struct", "could not append to config",
                "misconfigurationexception", "validationerror", "filenotfounderror",
                "does not appear to have a file named", "is not a valid model identifier", "can't load",
-               "unexpected keyword argument", "required positional argument"))
+               "unexpected keyword argument", "required positional argument", "yaml.", "scannererror", "parsererror"))
 # The same kind worded loosely ("invalid option", "must be one of", "No such file"): only on a line that is an
 # error (an exception, error:, ERROR), since warnings say these words about things a run survives.
 _rule("config.invalid", "import_or_config_error", "error", "a config or option is invalid",
@@ -123,6 +125,9 @@ _rule("config.state_dict", "import_or_config_error", "error", "checkpoint keys d
       gotcha="train.C18", needles=("key(s) in state_dict", "in loading state_dict"))
 _rule("config.size_mismatch", "import_or_config_error", "error", "checkpoint shapes do not match the model",
       r"size mismatch for [\w.]+", fix.SIZE, gotcha="train.O20")
+_rule("config.wandb_login", "import_or_config_error", "error", "W&B stopped the run: no API key on the box",
+      r"api_key not configured|wandb\.errors\.(?:UsageError|AuthenticationError)", fix.WANDB_KEY, gotcha="U35",
+      needles=("api_key not configured", "wandb.errors.usageerror", "wandb.errors.authenticationerror"))
 _rule("config.wandb_key", "import_or_config_error", "warn", "W&B is disabled: no API key",
       r"No API key configured|Disabled WandB due to initialization error", fix.WANDB_KEY, gotcha="U35",
       needles=("no api key configured", "disabled wandb"))
@@ -156,7 +161,8 @@ _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit end
 _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted the job",
       r"DUE TO PREEMPTION|\bPREEMPTED\b|[Pp]re-empt(?:ed|ion)\b|PreemptionError|(?:due to|by|because of) (?:\w+ )?[Pp]reemption|"
       r"INTERRUPTED_BY_\w+|Job reconnection failed|Job was evicted|JobEvictedEvent|spot/instance-action|"
-      r"[Ss]pot (?:instance )?interruption|[Pp]reemption notice|"
+      r"[Ss]pot (?:instance )?interruption|[Pp]reemption notice|[Ii]nterrupted (?:by the spot|\(spot\))|"
+      r"(?:for|by) a higher[- ]priority (?:job|workload|task|pod)|"
       r"[Ii]nstance was preempted|Reason:\s*Evicted|[Pp]od (?:was )?evicted|low on resource|\b[Pp]reempted\b|"
       r"[Pp]reemption (?:notice|signal|detected|event|warning)|\b[Pp]reempting\b|"
       r"[Tt]ermination [Nn]otice|instance-action|[Ss]pot (?:instance|node|VM|cluster|job|recovery)|"
@@ -170,7 +176,7 @@ _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted
       r"(?:[Pp]od|[Nn]ode|[Ii]nstance|[Jj]ob|[Ww]orker|VM)\S* (?:\S+ )?(?:was |has been |is being )?evicted",
       fix.PREEMPT, gotcha="SLURM2", fatal=True,
       needles=("preempt", "pre-empt", "interrupted_by_", "job reconnection failed", "job was evicted",
-               "jobevictedevent", "spot", "termination notice", "instance-action", "interruption", "reason:", "evicted",
+               "jobevictedevent", "spot", "higher priority", "higher-priority", "termination notice", "instance-action", "interruption", "reason:", "evicted",
                "low on resource", "recovering", "replica", "node was", "node drained", "node terminated",
                "node reclaimed", "node deleted", "node shut", "node removed", "node lost", "node failed", "node_fail",
                "nodenotready", "marked dead", "died", "instance", "maintenance event", "hosterror", "reclaim",
@@ -192,7 +198,7 @@ _rule("signal.sigterm", "preempted", "error", "the job received SIGTERM",
       r"Received SIGTERM|received signal SIGTERM|SIGTERM received|Received Signals\.SIGTERM|Received 15 death signal|"
       r"got signal: 15\b|Signal 15 \(SIGTERM\) received by PID|exitcode\s*:\s*-15\b|^Terminated$|: line \d+:\s+\d+ Terminated\b|"
       r"[Cc]aught SIGTERM|SIGTERM (?:signal )?(?:received|caught|detected)|[Rr]eceived (?:signal )?(?:15|SIGTERM)|"
-      r"Signals\.SIGTERM|[Tt]erminated by signal SIGTERM|[Hh]andling signal:? SIGTERM",
+      r"Signals\.SIGTERM|[Tt]erminated by signal SIGTERM|[Hh]andling signal:? SIGTERM|(?:[Dd]ue to|[Cc]aught signal|on) SIGTERM\b",
       fix.SIGTERM, role="sigterm", fatal=True,
       needles=("sigterm", "handling signal", "death signal", "got signal: 15", "exitcode", "terminated", "received signal 15",
                "received 15"))
@@ -301,10 +307,11 @@ _rule("config.launch_env", "import_or_config_error", "error", "the script was st
 _rule("config.hardware", "import_or_config_error", "error", "the code needs another GPU generation or build",
       r"only supports Ampere GPUs or newer|requires (?:a GPU with )?compute capability|compiled with different CUDA|"
       r"Unrecognized configuration class|does not exist or is not currently imported|"
-      r"[Nn]o (?:valid )?(?:GPU|CUDA device) (?:is )?(?:found|available)", fix.CUDA_VERSION, gotcha="U28",
+      r"[Nn]o (?:valid )?(?:GPU|CUDA device) (?:is )?(?:found|available)|setup does ?n[o']t support bf16", fix.CUDA_VERSION,
+      gotcha="U28",
       needles=("only supports ampere", "compute capability", "compiled with different cuda", "unrecognized configuration class",
                "is not currently imported", "gpu found", "gpu available", "gpu is found", "gpu is available",
-               "cuda device found", "cuda device available", "cuda device is"))
+               "cuda device found", "cuda device available", "cuda device is", "support bf16"))
 _rule("config.more", "import_or_config_error", "error", "the environment or a package does not fit the code",
       r"AttributeError: module '[\w.]+' has no attribute|DistributionNotFound|ContextualVersionConflict|CUDA_HOME|"
       r"Ninja is required|compiled with different CUDA versions|does not recognize this architecture|"
@@ -329,10 +336,12 @@ _rule("net.git", "network_stall", "error", "a clone or fetch lost its connection
 _rule("net.more_names", "network_stall", "error", "a network connection failed",
       r"Temporary failure resolving|unable to resolve host|\bENOTFOUND\b|\bEAI_AGAIN\b|SSLEOFError|SSLZeroReturnError|"
       r"EndpointConnectionError|FSTimeoutError|"
-      r"ServerTimeoutError|\bRequestTimeout\b|DNS resolution failed", fix.NETWORK, gotcha="AD2",
+      r"ServerTimeoutError|\bRequestTimeout\b|DNS resolution failed|api_core\.exceptions\.ServiceUnavailable",
+      fix.NETWORK, gotcha="AD2",
       needles=("temporary failure resolving", "unable to resolve host", "enotfound", "eai_again", "ssleoferror",
                "sslzeroreturnerror", "endpointconnectionerror", "fstimeouterror",
-               "servertimeouterror", "requesttimeout", "dns resolution failed"))
+               "servertimeouterror", "requesttimeout", "dns resolution failed",
+               "exceptions.serviceunavailable"))
 _rule("net.more", "network_stall", "error", "a network connection failed",
       r"ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ECONNREFUSED|socket hang up|forcibly closed|peer closed connection|"
       r"StatusCode\.UNAVAILABLE|failed to connect to all addresses|DEADLINE_EXCEEDED|[Uu]nable to connect|"
@@ -353,13 +362,15 @@ _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
       r"returncode=-9\b|returned -9\b|The paging file is too small|WinError 1455|all available RAM|out of RAM\b|"
       r"RAM (?:is )?(?:full|exhausted)|Your session crashed|low swap: killing|killing largest compressed process|"
       r"[Ss]ystem (?:ran|is running) out of memory|out of (?:host|system|CPU) memory|"
-      r"tried to allocate more memory than is available|[Tt]he kernel appears to have died",
+      r"tried to allocate more memory than is available|exceeded its memory (?:request|limit)|[Kk]ernel (?:for \S+ )?appears to have died|"
+      r"The Kernel crashed while executing code|process pool was terminated abruptly",
       fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("killed", "137", "-9", "exit code: 9", "memory budget", "your session crashed", "low swap: killing",
                "paging file is too small", "winerror 1455",
                "all available ram", "out of ram",
                "ram is", "ram full", "ram exhausted", "out of memory", "out of host memory",
-               "more memory than is available", "kernel appears to have died"))
+               "more memory than is available", "appears to have died", "exceeded its memory",
+               "kernel crashed while executing code", "terminated abruptly"))
 _rule("nan.value", "nan_inf", "error", "a NaN value in the training output",
       # not on a line whose training loss is finite: there the NaN is some other metric; nor a reinforcement-learning
       # episode statistic, which is NaN until the first episode ends (a mean over no episodes)
