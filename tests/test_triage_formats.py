@@ -1,7 +1,8 @@
 """The verdict does not depend on how a log reached us: what collectors and launchers put around each line.
 
 Every development excerpt of the corpus is triaged as pasted and again as `kubectl logs --timestamps`, `srun -l`,
-torchrun's `[rankN]:`, Windows line ends and terminal colours would show it; no verdict may change. (Held-out
+torchrun's `[rankN]:`, Windows line ends, terminal colours, a Markdown code block's indent, `docker compose logs`,
+Ray's worker prefix, a tagging `tee` and `mpirun --tag-output` would show it; no verdict may change. (Held-out
 excerpts are left out: nobody looks at them one by one.)
 """
 
@@ -26,6 +27,14 @@ FORMATS: dict[str, Callable[[str], str]] = {
     "CRLF line ends": lambda text: text.replace("\n", "\r\n"),
     "ANSI colours": lambda text: "\n".join(f"\x1b[1;31m{line}\x1b[0m" if "rror" in line else line
                                            for line in text.split("\n")),
+    # how people paste: a Markdown code block indented by four spaces or a tab
+    "code block (4 spaces)": _per_line(lambda i: "    "),
+    "code block (tab)": _per_line(lambda i: "\t"),
+    # prefixes no rule knows by name, found because every line shares them
+    "docker compose logs": _per_line(lambda i: "trainer-1  | "),
+    "Ray worker prefix": _per_line(lambda i: f"(RayTrainWorker pid={4000 + i % 3 * 517}) "),
+    "a tee that tags stderr": _per_line(lambda i: "[stderr] "),
+    "mpirun --tag-output": _per_line(lambda i: f"[1,{i % 2}]<stderr>:"),
 }
 
 

@@ -26,20 +26,20 @@ How a verdict is reached:
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
 from mcp_gpu.models import SEVERITY_RANK, Finding, Severity
 from mcp_gpu.triage.log_scan import _Hit, _Scan, _trim
+from mcp_gpu.triage.paste import normalise
 from mcp_gpu.triage.rules import (
     GENERIC_TRACEBACK,
     LOG_ERROR,
     SCALE_COLLAPSE,
     SIGNALS,
 )
-from mcp_gpu.triage.scan import ANSI, INDEX, ProgressFinder, clean_segments
+from mcp_gpu.triage.scan import ANSI, ProgressFinder, clean_segments
 
 # Most root-like first: a full disk explains a corrupt checkpoint; an OOM explains the NCCL timeout of the ranks
 # left waiting; an unclassified traceback on one rank explains the others' collective timeout.
@@ -484,60 +484,11 @@ class TriageReport(BaseModel):
     findings: list[Finding] = Field(default_factory=list, description="root cause first; cascades of it are marked info")
 
 
-_QUOTED = re.compile(r"^> ?", re.MULTILINE)
-
-
-def _unquote(text: str) -> str:
-    """A log pasted as a Markdown quote (every line behind `> `) is read without the quote marks."""
-    lines = text.count("\n") + 1
-    return _QUOTED.sub("", text) if text.startswith(">") and text.count("\n>") + 1 >= lines // 2 else text
-
-
-WRAP_MIN_WIDTH = 60  # narrower "wrapping" is just short lines
-WRAP_MIN_LINES = 3
-WRAP_SHARE = 0.3  # of the lines at least WRAP_MIN_WIDTH long, the share that must have exactly the wrap width
-_BAR_LIKE = re.compile(r"\|[^|]*\|| it/s| s/it|\d+/\d+ \[")
-
-
-def _unwrap(text: str) -> str:
-    """A paste hard-wrapped at a fixed width (a terminal, a console, a CI viewer) cuts messages in two. The width is
-    found from the text (many lines of exactly one length of at least WRAP_MIN_WIDTH, progress bars not counted);
-    a line of that width is joined with the next only where the join makes a rule's words whole, so that lines
-    which merely happen to share a length (NCCL chatter, tables) stay as they are."""
-    lines = text.split("\n")
-    widths = Counter(len(line) for line in lines if len(line) >= WRAP_MIN_WIDTH and not _BAR_LIKE.search(line))
-    if not widths:
-        return text
-    width, count = widths.most_common(1)[0]
-    if count < WRAP_MIN_LINES or count < WRAP_SHARE * sum(widths.values()):
-        return text
-    out: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        while len(line) >= width and len(line) % width == 0 and i + 1 < len(lines) and _joins_words(line[-width:],
-                                                                                                 lines[i + 1]):
-            i += 1
-            line += lines[i]
-        out.append(line)
-        i += 1
-    return "\n".join(out)
-
-
-def _joins_words(head: str, tail: str) -> bool:
-    """Whether a rule's needle spans the cut between `head` and `tail` (found in neither alone)."""
-    if not head or not tail or _BAR_LIKE.search(head):
-        return False
-    edge = (head[-60:] + tail[:60]).lower()
-    return bool(INDEX.needles_in(edge + "\n") - INDEX.needles_in(head[-60:].lower() + "\n")
-                - INDEX.needles_in(tail[:60].lower() + "\n"))
-
-
 def triage_text(text: str, exit_code: int | None = None) -> TriageReport:
     """Triage a whole pasted log, linear in its size."""
     if "\x1b" in text:
         text = ANSI.sub("", text)
-    text = _unwrap(_unquote(text))
+    text = normalise(text)
     result = _triage_text(text, exit_code=exit_code, complete=True)
     conf = 0.0
     if result.primary != "healthy" and result.findings and isinstance(result.findings[0], TriageFinding):

@@ -101,7 +101,8 @@ _rule("disk.torch_save", "disk_full", "critical", "torch.save failed mid-write: 
       r"write\(\): fd \d+ failed",
       fix.DISK, gotcha="U6", needles=("inline_container.cc", "pytorchstreamwriter failed", "basic_ios::clear", "write(): fd"))
 _rule("disk.enospc", "disk_full", "critical", "no space left on device",
-      r"No space left on device|\[Errno 28\]|\bENOSPC\b|[Nn]ot enough (?:free )?(?:disk )?space|enough free space in /|[Dd]isk (?:is )?full|"
+      r"No space left on device|\[Errno 28\]|\bENOSPC\b|[Nn]ot enough (?:free )?(?:disk )?space|"
+      r"enough free space in /|[Dd]isk (?:is )?full|"
       r"insufficient (?:disk )?space|out of disk space|[Nn]o space left|Write failed.*space|is over \d+% full|"
       r"(?:[Dd]isk|[Ff]ilesystem|[Vv]olume|[Pp]artition|[Ss]torage).{0,60}\b(?:9\d|100)% (?:full|used)",
       fix.DISK, gotcha="U6", needles=("space", "[errno 28]", "enospc", "disk full", "disk is full", "% full", "% used"))
@@ -126,7 +127,8 @@ _rule("host_oom.tf_cpu", "host_oom_killed", "error", "host RAM ran out (TensorFl
 # claims "OutOfMemoryError"
 _rule("host_oom.jvm_schedulers", "host_oom_killed", "error", "a host memory limit killed the job (JVM, YARN, PBS, SGE)",
       r"java\.lang\.OutOfMemoryError|Java heap space|GC overhead limit exceeded|killed by YARN for exceeding memory|"
-      r"exceeding (?:physical |virtual )?memory limits|beyond (?:physical|virtual) memory limits|PBS: job killed: v?mem\b|exceeded hard memory limit|"
+      r"exceeding (?:physical |virtual )?memory limits|beyond (?:physical|virtual) memory limits|"
+      r"PBS: job killed: v?mem\b|exceeded hard memory limit|"
       r"h_vmem=\S+ exceeded",
       fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("java.lang.outofmemoryerror", "java heap space", "gc overhead limit exceeded", "killed by yarn",
@@ -140,7 +142,8 @@ _rule("cuda_oom.tpu", "cuda_oom", "error", "accelerator memory ran out (TPU)",
       r"Attempting to (?:reserve|allocate) [\d.]+\s*[KMGT]i?B? at the bottom of memory", fix.CUDA_OOM, gotcha="U10",
       needles=("at the bottom of memory",))
 _rule("cuda_oom.torch", "cuda_oom", "error", "GPU memory ran out",
-      r"CUDA out of memory|CUDA: out of memory|OutOfMemoryError|CUDA (?:driver )?error: out of memory|can be stored in KV cache|CUBLAS_STATUS_ALLOC_FAILED|"
+      r"CUDA out of memory|CUDA: out of memory|OutOfMemoryError|CUDA (?:driver )?error: out of memory|"
+      r"can be stored in KV cache|CUBLAS_STATUS_ALLOC_FAILED|"
       r"Cuda failure '?out of memory|HIP out of memory|RESOURCE_EXHAUSTED|[Rr]esource exhausted: Out|CUDA_ERROR_OUT_OF_MEMORY|"
       r"OOM when allocating|OOM [Dd]etected|No executable batch size found|[Oo]ut of memory (?:while|"
       r"trying to allocate|on device|allocating)|"
@@ -330,7 +333,8 @@ _rule("nccl.watchdog", "nccl_timeout", "error", "a collective timed out (watchdo
       r"checkTimeout|ncclCommWatchdog|workCleanupLoop|[Hh]eartbeat ?[Mm]onitor|watchdog (?:got stuck|thread)|"
       r"NCCL (?:operation|work|collective).*(?:timed out|timeout)|(?:all_?reduce|all_?gather|broadcast|barrier|"
       r"reduce_scatter|alltoall|ALLREDUCE|ALLGATHER|BROADCAST|_ALLGATHER_BASE|REDUCE_SCATTER)\w*.*[Tt]imeout|"
-      r"Timed out waiting for.*(?:collective|rank|NCCL|[Bb]arrier)|DistNetworkError(?!.*(?:[Aa]ddress already in use|errno: 98))|[Gg]loo.*[Tt]imed out|"
+      r"Timed out waiting for.*(?:collective|rank|NCCL|[Bb]arrier)|"
+      r"DistNetworkError(?!.*(?:[Aa]ddress already in use|errno: 98))|[Gg]loo.*[Tt]imed out|"
       r"(?:NCCL|collective|process group).{0,40}(?: hang|stuck|timed out)|TORCH_NCCL_ASYNC_ERROR_HANDLING",
       fix.WATCHDOG, gotcha="train.D20",
       needles=("watchdog", "collective operation timeout", "timeout at nccl work", "ran for", "processgroupnccl",

@@ -176,7 +176,8 @@ _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted
       r"(?:[Pp]od|[Nn]ode|[Ii]nstance|[Jj]ob|[Ww]orker|VM)\S* (?:\S+ )?(?:was |has been |is being )?evicted",
       fix.PREEMPT, gotcha="SLURM2", fatal=True,
       needles=("preempt", "pre-empt", "interrupted_by_", "job reconnection failed", "job was evicted",
-               "jobevictedevent", "spot", "higher priority", "higher-priority", "termination notice", "instance-action", "interruption", "reason:", "evicted",
+               "jobevictedevent", "spot", "higher priority", "higher-priority", "termination notice",
+               "instance-action", "interruption", "reason:", "evicted",
                "low on resource", "recovering", "replica", "node was", "node drained", "node terminated",
                "node reclaimed", "node deleted", "node shut", "node removed", "node lost", "node failed", "node_fail",
                "nodenotready", "marked dead", "died", "instance", "maintenance event", "hosterror", "reclaim",
@@ -198,7 +199,8 @@ _rule("signal.sigterm", "preempted", "error", "the job received SIGTERM",
       r"Received SIGTERM|received signal SIGTERM|SIGTERM received|Received Signals\.SIGTERM|Received 15 death signal|"
       r"got signal: 15\b|Signal 15 \(SIGTERM\) received by PID|exitcode\s*:\s*-15\b|^Terminated$|: line \d+:\s+\d+ Terminated\b|"
       r"[Cc]aught SIGTERM|SIGTERM (?:signal )?(?:received|caught|detected)|[Rr]eceived (?:signal )?(?:15|SIGTERM)|"
-      r"Signals\.SIGTERM|[Tt]erminated by signal SIGTERM|[Hh]andling signal:? SIGTERM|(?:[Dd]ue to|[Cc]aught signal|on) SIGTERM\b",
+      r"Signals\.SIGTERM|[Tt]erminated by signal SIGTERM|[Hh]andling signal:? SIGTERM|"
+      r"(?:[Dd]ue to|[Cc]aught signal|on) SIGTERM\b",
       fix.SIGTERM, role="sigterm", fatal=True,
       needles=("sigterm", "handling signal", "death signal", "got signal: 15", "exitcode", "terminated", "received signal 15",
                "received 15"))
@@ -362,7 +364,8 @@ _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
       r"returncode=-9\b|returned -9\b|The paging file is too small|WinError 1455|all available RAM|out of RAM\b|"
       r"RAM (?:is )?(?:full|exhausted)|Your session crashed|low swap: killing|killing largest compressed process|"
       r"[Ss]ystem (?:ran|is running) out of memory|out of (?:host|system|CPU) memory|"
-      r"tried to allocate more memory than is available|exceeded its memory (?:request|limit)|[Kk]ernel (?:for \S+ )?appears to have died|"
+      r"tried to allocate more memory than is available|exceeded its memory (?:request|limit)|"
+      r"[Kk]ernel (?:for \S+ )?appears to have died|"
       r"The Kernel crashed while executing code|process pool was terminated abruptly",
       fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("killed", "137", "-9", "exit code: 9", "memory budget", "your session crashed", "low swap: killing",

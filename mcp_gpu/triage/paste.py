@@ -1,0 +1,154 @@
+"""How a pasted log reached us, undone before it is judged: quoting, indentation, a prefix on every line, hard wraps.
+
+People paste logs as they have them: quoted in Markdown (`> `), indented as a code block (four spaces, a tab),
+through `docker compose logs` (`trainer-1  | `), Ray's worker prefix (`(RayTrainWorker pid=1234) `), a CI viewer or
+a `tee` that tags each line, or wrapped at a terminal's width. The rules read lines as a program printed them (a
+traceback's exception line at column 0), so the verdict must not depend on any of that. `scan.clean_segments` knows
+the collectors' prefixes that vary from line to line (timestamps, `srun -l`, `[rankN]:`); this module finds the ones
+that every line shares without knowing them in advance.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from mcp_gpu.triage.scan import INDEX
+
+PREFIX_SAMPLE = 2_000  # non-blank lines read to find a shared prefix (linear: the rest are only cut)
+PREFIX_SHARE = 0.8  # of the sampled lines, the share that must carry the prefix
+PREFIX_MIN_LINES = 3
+PREFIX_HEAD = 80  # characters of each line looked at
+# A decoration ends at a separator and a space: `| `, `) `, `] `, `> `, `- `, and `: ` only after a bracket or a
+# number (`0: `, `[1,0]<stderr>:` of mpirun --tag-output with or without a space); `"loss": ` and `NVRM: ` are
+# what programs print.
+_BOUNDARY = frozenset("|)]>-")
+_BEFORE_COLON = frozenset(")]>0")
+# A prefix that names training progress is the program's own text (`step 12 | loss ...`, a progress bar's
+# ` 45%|#### | `), not a decoration.
+_PROGRESS_WORDS = re.compile(r"\b(?:step|steps|epoch|iter|iteration|batch|loss)\b|%\||it/s|s/it", re.IGNORECASE)
+# A decoration holds a number, a bracket or a pipe (`[stderr] `, `trainer-1 | `, `(pid=12) `); a bare word and a
+# colon (`INFO: `, `NVRM: `) is what the program printed.
+_DECORATION = re.compile(r"[0|(\[]")
+_QUOTES = re.compile(r"[\"']")  # quoted keys are the program's output
+
+
+def normalise(text: str) -> str:
+    """The paste as the program printed it (quote marks, a shared prefix, a code block's indent and hard wraps gone)."""
+    return unwrap(dedent(strip_shared_prefix(unquote(text))))
+
+
+_QUOTED = re.compile(r"^> ?", re.MULTILINE)
+
+
+def unquote(text: str) -> str:
+    """A log pasted as a Markdown quote (every line behind `> `) is read without the quote marks."""
+    lines = text.count("\n") + 1
+    return _QUOTED.sub("", text) if text.startswith(">") and text.count("\n>") + 1 >= lines // 2 else text
+
+
+_DIGITS = re.compile(r"\d+")
+_SPACES = re.compile(r" +")
+
+
+def _shape(line: str) -> str:
+    """The line's head with every number and every run of spaces made one character: `pid=1234) ` and `pid=7) `,
+    `trainer-1  | ` and `trainer-12 | ` have one shape."""
+    return _SPACES.sub(" ", _DIGITS.sub("0", line[:PREFIX_HEAD]))
+
+
+def _shared(shapes: list[str]) -> str:
+    """The longest head that at least PREFIX_SHARE of the shapes start with, cut back to a decoration's end."""
+    need = max(PREFIX_MIN_LINES, int(PREFIX_SHARE * len(shapes) + 0.999))
+    best = ""
+    for n in range(1, PREFIX_HEAD + 1):
+        top = Counter(s[:n] for s in shapes if len(s) >= n).most_common(1)
+        if not top or top[0][1] < need:
+            break
+        head = top[0][0]
+        best = head
+    # the first "<separator> ": the least that can be a decoration (a timestamp in brackets, a container name),
+    # never the program's own words after it (`[12.3] NVRM: Xid ...` keeps `NVRM: `)
+    for end in range(2, len(best) + 1):
+        if best[end - 1] == " " and (best[end - 2] in _BOUNDARY or
+                                     (best[end - 2] == ":" and end >= 3 and best[end - 3] in _BEFORE_COLON)):
+            return best[:end]
+        if best[end - 2:end] == ">:":  # Open MPI's tag is followed by the text itself: `[1,0]<stderr>:Traceback`
+            return best[:end]
+    return ""
+
+
+def strip_shared_prefix(text: str) -> str:
+    """Cut a decoration nearly every line starts with (`trainer-1  | `, `(RayTrainWorker pid=12) `, `[stderr] `)."""
+    head = text[: 4 * PREFIX_SAMPLE * PREFIX_HEAD].split("\n")  # the sample, without splitting a 50 MB log
+    sample = [line for line in head[: 4 * PREFIX_SAMPLE] if line.strip()][:PREFIX_SAMPLE]
+    if len(sample) < PREFIX_MIN_LINES:
+        return text
+    prefix = _shared([_shape(line) for line in sample])
+    if not _DECORATION.search(prefix) or _PROGRESS_WORDS.search(prefix) or _QUOTES.search(prefix):
+        return text
+    # one pass over the text: the shape back as a pattern (a number any number, a space run any run), cut through
+    # the separator and one space so that what the program indented (a traceback's frames) stays indented
+    parts = [r"\d+" if ch == "0" else " +" if ch == " " else re.escape(ch) for ch in prefix[:-1]]
+    parts.append(re.escape(prefix[-1]))
+    return re.sub("(?m)^" + "".join(parts), "", text)
+
+
+def dedent(text: str) -> str:
+    """A paste indented as a code block: the indent every non-blank line shares (the first line, often copied
+    from its first character, may lack it) is removed. A paste of traceback frames alone keeps its shape."""
+    lines = text.split("\n")
+    body = [line for line in lines[1:] if line.strip()]
+    if len(body) < PREFIX_MIN_LINES:  # a short paste: its first line counts too
+        body = [line for line in lines if line.strip()]
+    if not body:
+        return text
+    indent = min(len(line) - len(line.lstrip(" \t")) for line in body)
+    if indent == 0:
+        return text
+    least = [line.lstrip(" \t") for line in body if len(line) - len(line.lstrip(" \t")) == indent]
+    if all(line.startswith('File "') for line in least):
+        return text  # frames are indented by their nature: this is a traceback without its header
+    first = lines[0]
+    first_indent = len(first) - len(first.lstrip(" \t"))
+    return "\n".join([first[min(indent, first_indent):], *(line[indent:] if line.strip() else "" for line in lines[1:])])
+
+
+WRAP_MIN_WIDTH = 60  # narrower "wrapping" is just short lines
+WRAP_MIN_LINES = 3
+WRAP_SHARE = 0.3  # of the lines at least WRAP_MIN_WIDTH long, the share that must have exactly the wrap width
+_BAR_LIKE = re.compile(r"\|[^|]*\|| it/s| s/it|\d+/\d+ \[")
+
+
+def unwrap(text: str) -> str:
+    """A paste hard-wrapped at a fixed width (a terminal, a console, a CI viewer) cuts messages in two. The width is
+    found from the text (many lines of exactly one length of at least WRAP_MIN_WIDTH, progress bars not counted);
+    a line of that width is joined with the next only where the join makes a rule's words whole, so that lines
+    which merely happen to share a length (NCCL chatter, tables) stay as they are."""
+    lines = text.split("\n")
+    widths = Counter(len(line) for line in lines if len(line) >= WRAP_MIN_WIDTH and not _BAR_LIKE.search(line))
+    if not widths:
+        return text
+    width, count = widths.most_common(1)[0]
+    if count < WRAP_MIN_LINES or count < WRAP_SHARE * sum(widths.values()):
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        while len(line) >= width and len(line) % width == 0 and i + 1 < len(lines) and _joins_words(line[-width:],
+                                                                                                 lines[i + 1]):
+            i += 1
+            line += lines[i]
+        out.append(line)
+        i += 1
+    return "\n".join(out)
+
+
+def _joins_words(head: str, tail: str) -> bool:
+    """Whether a rule's needle spans the cut between `head` and `tail` (found in neither alone)."""
+    if not head or not tail or _BAR_LIKE.search(head):
+        return False
+    edge = (head[-60:] + tail[:60]).lower()
+    return bool(INDEX.needles_in(edge + "\n") - INDEX.needles_in(head[-60:].lower() + "\n")
+                - INDEX.needles_in(tail[:60].lower() + "\n"))
