@@ -26,6 +26,10 @@ _rule("ignore.nccl_transport", "nccl_timeout", "info", "NCCL fell back to anothe
 _rule("ignore.tf_dso", "import_or_config_error", "info", "TensorFlow could not load an optional library",
       r"(?:dso_loader|cuda_dnn|cuda_blas|cuda_fft)\.cc:\d+\] (?:Could not load dynamic library|Unable to register)|"
       r"TF-TRT Warning", "", role="ignore", needles=("dso_loader", "cuda_dnn", "cuda_blas", "cuda_fft", "tf-trt warning"))
+# TensorFlow's BFC allocator retrying a large allocation says itself that this is not a failure
+_rule("ignore.tf_alloc_retry", "cuda_oom", "info", "TensorFlow's allocator retried an allocation (not a failure)",
+      r"The caller indicates that this is not a failure", "", role="ignore",
+      needles=("the caller indicates that this is not a failure",))
 # cudaErrorCudartUnloading ("driver shutting down"): CUDA calls made by destructors while the process exits;
 # xformers' own "Error caught was: No module named 'triton'" is its probe of an optional dependency
 _rule("ignore.cuda_unloading", "cuda_device_error", "info", "CUDA calls during process exit",
