@@ -489,3 +489,64 @@ def test_how_a_process_ended_names_its_class(cls: str, line: str) -> None:
     progress = "\n".join(f"step {i} | loss {2.0 - i / 100:.3f} | lr 3e-4" for i in range(1, 6))
     got = triage_text(progress + "\n" + line + "\n").primary
     assert {"time_limit": "preempted", "cancelled": "preempted"}.get(got, got) == cls
+
+
+def test_a_cut_off_notebook_traceback_is_named_by_its_header() -> None:
+    # IPython prints the exception's name on the header line and its frames at column 0; the paste stops before
+    # the final `gaierror: ...` line
+    log = ("---------------------------------------------------------------------------\n"
+           "gaierror                                  Traceback (most recent call last)\n"
+           "/opt/conda/lib/python3.6/urllib/request.py in do_open(self, http_class, req, **http_conn_args)\n"
+           "   1317                 h.request(req.get_method(), req.selector, req.data, headers,\n"
+           "-> 1318                           encode_chunked=req.has_header('Transfer-encoding'))\n"
+           "\n"
+           "File ~/env/lib/python3.10/http/client.py:1276, in HTTPConnection.request(self, method, url, body)\n"
+           "   1275 \"\"\"Send a complete request to the server.\"\"\"\n"
+           "-> 1276 self._send_request(method, url, body, headers, encode_chunked)\n")
+    assert primary(log) == "network_stall"
+    # the same frames under a header that names a code bug stay a code bug
+    assert primary(log.replace("gaierror      ", "KeyError      ")) == "traceback"
+
+
+def test_a_generic_error_is_read_by_where_it_was_raised() -> None:
+    frames = ('Traceback (most recent call last):\n'
+              '  File "/env/lib/site-packages/urllib3/connection.py", line 504, in _connect_tls_proxy\n'
+              '    socket = ssl_wrap_socket(\n'
+              '  File "/env/lib/ssl.py", line 1309, in do_handshake\n'
+              '    self._sslobj.do_handshake()\n')
+    assert primary(frames + "OSError: [Errno 0] Error\n") == "network_stall"
+    # a code bug's own type is not re-read by its frames
+    assert primary(frames + "TypeError: unsupported operand type(s) for +: 'int' and 'str'\n") == "traceback"
+    user = frames.replace("urllib3/connection.py", "mylib/model.py").replace("/env/lib/ssl.py", "/app/model.py")
+    assert primary(user + "OSError: [Errno 0] Error\n") == "traceback"
+
+
+def test_a_paste_of_frames_without_their_header_ended_inside_the_traceback() -> None:
+    log = ("Epoch 0: 100%|##########| 6238/6239 [1:20:11<00:00, 1.30it/s]\n"
+           '  File "train_pixelsnail.py", line 138, in <module>\n'
+           "    train(args, i, loader, model, optimizer, scheduler, device)\n"
+           '  File "/env/lib/python3.6/site-packages/torch/nn/parallel/parallel_apply.py", line 83, in parallel_apply\n'
+           "    raise output\n")
+    assert primary(log) == "traceback"
+    assert primary(log.replace("train_pixelsnail.py", "/env/lib/site-packages/urllib3/connectionpool.py")) == \
+        "network_stall"
+
+
+def test_a_traceback_glued_to_the_progress_bar_it_interrupted_is_walked() -> None:
+    log = ("Epoch 0: 100%|#########9| 12208/12209 [1:55:15<00:00,  1.77it/s, loss=1.960]Traceback (most recent call"
+           " last):\n"
+           '  File "main.py", line 53, in <module>\n'
+           "    trainer.fit(model)\n")
+    assert primary(log) == "traceback"
+    assert primary(log + "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB\n") == "cuda_oom"
+
+
+def test_anomaly_modes_warning_names_the_op_that_went_nan_when_the_error_line_is_missing() -> None:
+    warning = ("[W python_anomaly_mode.cpp:104] Warning: Error detected in DivBackward0. Traceback of forward call that"
+               " caused the error:\n")
+    assert primary("step 10 loss 0.5\n" + warning) == "nan_inf"
+    # when the error it announces is printed, that error decides
+    inplace = ("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    loss.backward()\n"
+               "RuntimeError: one of the variables needed for gradient computation has been modified by an inplace"
+               " operation\n")
+    assert primary("step 10 loss 0.5\n" + warning + inplace) == "traceback"

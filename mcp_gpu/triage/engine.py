@@ -329,6 +329,18 @@ def _grad_norm_recovered(text: str, hits: list[_Hit]) -> None:
             h.survived = True
 
 
+def _anomaly_explained(hits: list[_Hit]) -> None:
+    """Anomaly mode's "Error detected in XBackward" warning comes before the error it found: when that error is
+    printed (an in-place modification, NaN values returned), the error decides; alone, the warning stands."""
+    anomalies = [h for h in hits if h.rule.id == "nan.anomaly"]
+    if not anomalies:
+        return
+    finals = [h.index for h in hits if h.final and h.rule.id != "nan.anomaly"]
+    for h in anomalies:
+        if any(i > h.index for i in finals):
+            h.survived = True
+
+
 RETRIES_PILING_UP = 2
 
 
@@ -405,6 +417,7 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
     _mark_survived(hits, ProgressFinder(text, scan.hit_lines))
     _after_done(text, hits)
     _grad_norm_recovered(text, hits)
+    _anomaly_explained(hits)
     _retries_pile_up(hits)
     hits += _fact_hits(len(text), exit_code, exit_signal, oom_kill_delta, scheduler_state, disk_free_bytes,
                        inodes_free)

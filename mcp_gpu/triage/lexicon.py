@@ -19,7 +19,8 @@ TOPIC_CONFIDENCE = 0.5
 _GPU = r"(?:GPU|CUDA|[Cc]uda|VRAM|vram|HBM|cuDNN|cudnn|cuBLAS|cublas|ROCm|HIP|XLA|TPU|NPU|accelerator)"
 _EXHAUSTED = r"(?:out of memory|OOM\b|memory (?:is )?(?:exhausted|full|insufficient)|insufficient memory|not enough memory|" \
              r"[Ff]ailed to allocate|cannot allocate|allocation failed|exhausted)"
-_TIMEOUT = r"(?:timed? ?out|timeout|[Tt]ime ?[Oo]ut|did not (?:finish|complete|respond) in time|hung|hang(?:s|ing)?\b|stuck)"
+_TIMEOUT = r"(?:timed? ?out|times out|timeout|[Tt]ime ?[Oo]ut|did not (?:finish|complete|respond) in time|hung|" \
+           r"hang(?:s|ing)?\b|stuck)"
 _COLLECTIVE = r"(?:NCCL|nccl|RCCL|HCCL|collective|all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|" \
               r"process ?group|ProcessGroup|rendezvous|c10d|[Gg]loo|MPI_\w+|allreduce)"
 _NET = r"(?:connection|connect|network|socket|host ?name|DNS|name resolution|unreachable|HTTP|https?://|download|upload|" \

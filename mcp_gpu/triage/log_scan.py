@@ -71,10 +71,22 @@ _THREAD_HEADER = re.compile(r"^(?:Exception in thread \S.*|Thread [\w.-]+):$")
 # a frame line of a traceback: the line after it is the frame's source code, not something that happened
 _FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+')
 
+# IPython/Jupyter print the exception's name on the header line (`TimeoutError    Traceback (most recent call
+# last)`) and their frames at column 0 (`File ~/env/lib/x.py:1348, in f(...)`, `/opt/lib/x.py in f(...)`) with
+# numbered source lines and `->` arrows: a cut-off notebook traceback still names its exception in the header.
+_IPY_HEADER = re.compile(r"^([A-Za-z_][\w.]*)\s{2,}Traceback \(most recent call last\)")
+_IPY_FRAME = re.compile(r"^(?:File \S.*:\d+, in \S|\S+\.py(?:x|c)? in \S+\(|(?:Cell|Input) In\s*\[|"
+                        r"\s*(?:-+>|->)?\s*\[?\d+\]?\s|\s*\[\.\.\. skipping|-{20,}$)")
+
+# a generic exception type whose message may say nothing (`OSError: [Errno 0] Error`): where it was raised tells more
+_GENERIC_TYPES = re.compile(r"^(?:[\w.]+\.)?(?:OSError|IOError|EnvironmentError|RuntimeError|SystemError|Exception|"
+                            r"error|Error)\b")
+
 
 # an exception line with no message: the message is on the lines below it (a multi-line `raise X("""...""")`)
 _EMPTY_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):?\s*$")
 EXC_MESSAGE_LINES = 4
+FRAMES_AT_END = 60  # lines read back from the end of a paste for traceback frames with no header
 
 
 # a log record at warning level (no error word): what it introduces was reported and passed over
@@ -142,6 +154,35 @@ class _Scan:
             if line.start < self._skip_to:
                 continue  # a frame of a traceback already walked
             self._judge_line(line.start, line.end, line.found)
+        if complete and self._skip_to < len(text):
+            self._frames_at_end()
+
+    def _frames_at_end(self) -> None:
+        """A whole paste that ends in traceback frames with no header above them (copied from the middle of a
+        traceback) ended inside that traceback: the run died there, as when a walked traceback is cut off."""
+        frames: list[str] = []
+        pos = len(self.text)
+        start = pos
+        for _ in range(FRAMES_AT_END):
+            line_start = self.text.rfind("\n", 0, max(pos - 1, 0)) + 1
+            raw = self.text[line_start:pos].rstrip("\n")
+            segs = clean_segments(raw)
+            line = segs[-1] if segs else ""
+            if line.strip():
+                if _FRAME_LINE.match(line):
+                    frames.append(line.strip())
+                elif line[:1] not in (" ", "\t"):
+                    break
+            start, pos = line_start, line_start
+            if line_start == 0:
+                break
+        if not frames or any(h.index >= start for h in self.hits):
+            return
+        self.hits.append(_Hit(TRUNCATED_TRACEBACK, start, f"(the log ends inside a traceback) {frames[0]}", "error",
+                              "cascade"))
+        hint = _frame_hint(list(reversed(frames)))
+        if hint is not None:
+            self.hits.append(_Hit(hint[0], start, hint[1], "warn", "cause"))
 
     def _ignored_before(self, header: int) -> bool:
         """Whether the line before a traceback header says Python printed the exception and went on."""
@@ -270,6 +311,9 @@ class _Scan:
         last_frame = ""
         frames: list[str] = []
         ignored = self._ignored_before(header)
+        header_line, _ = self._physical(header)
+        hsegs = clean_segments(header_line)
+        ipy = _IPY_HEADER.match(hsegs[-1].strip()) if hsegs else None
         # a thread's traceback (a queue feeder, `Exception in thread X:`): not the process dying; progress decides
         background = self._thread_before(header)
         prev_len, wrapped = 0, 0  # length of the last frame/code line; wrapped tails skipped so far
@@ -281,9 +325,17 @@ class _Scan:
                     self.hits.append(_Hit(TRUNCATED_TRACEBACK if not background else TRUNCATED_THREAD, header,
                                           f"(the log ends inside a traceback) {last_frame}", "error", "cascade",
                                           survived=ignored or background))
-                    hint = _frame_hint(frames)
-                    if hint is not None:
-                        self.hits.append(_Hit(hint[0], header, hint[1], "warn", "cause", survived=ignored))
+                named = False
+                if ipy is not None:  # the notebook's header named the exception the paste stops short of
+                    before = len(self.hits)
+                    self._judge(header, ipy.group(1), final=True, found=None)
+                    for h in self.hits[before:]:
+                        h.survived, h.uncaught = ignored, not (ignored or background)
+                    named = not _GENERIC_TYPES.match(ipy.group(1)) or any(
+                        h.rule is not GENERIC_TRACEBACK for h in self.hits[before:])
+                hint = None if named else _frame_hint(frames)
+                if hint is not None:
+                    self.hits.append(_Hit(hint[0], header, hint[1], "warn", "cause", survived=ignored))
                 return
             raw, end = self._physical(pos)
             segs = clean_segments(raw)
@@ -301,6 +353,12 @@ class _Scan:
             if is_tb_header(line):  # a second header (another rank, or a chained traceback) restarts the walk
                 pos = end + 1
                 continue
+            if ipy is not None and _IPY_FRAME.match(line):
+                if line.startswith(("File ", "/")) or ".py" in line.split(" in ", 1)[0]:
+                    last_frame = line.strip()
+                    frames.append(last_frame)
+                pos = end + 1
+                continue
             if wrapped < WRAP_LINES and prev_len >= WRAP_MIN and not _EXC_LOOK.match(line):
                 # the tail of a long frame or code line the terminal or the paste wrapped: still inside the traceback
                 wrapped += 1
@@ -316,6 +374,11 @@ class _Scan:
                     and last_frame and _FINITE_CHECK.search(last_frame)):
                 # an assertion guarding finiteness (`assert not torch.isnan(loss)`): the values went NaN/inf
                 self.hits[-1] = _Hit(NAN_ASSERT, pos, f"{line.strip()} at: {last_frame}", "error", "cause", final=True)
+            elif (len(self.hits) == before + 1 and self.hits[-1].rule is GENERIC_TRACEBACK and _GENERIC_TYPES.match(line)
+                  and (hint := _frame_hint(frames)) is not None):
+                # `OSError: [Errno 0] Error` raised from ssl.py: the subsystem it came from names the class (weakly)
+                self.hits.append(_Hit(hint[0], pos, f"{line.strip()} (raised in {hint[0].cls} code: {hint[1]})",
+                                      "error", "cause", final=True))
             caught = ignored or background or self._announced_before(header)
             optional = self._optional_import(header, self.hits[before:])
             for h in self.hits[before:]:

@@ -76,6 +76,8 @@ FRAME_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple((_re(p), c) for p, 
      r"huggingface_hub[/\\]file_download|datasets[/\\]utils[/\\]file_utils|get_from_cache|hf_hub_download",
      "network_stall"),
     (r"torch[/\\]serialization\.py\S*, line \d+, in (?:load|_load|_legacy_load)|safetensors[/\\]", "checkpoint_corrupt"),
+    # torch's env:// rendezvous raising for a variable the launcher should have set (RANK, MASTER_ADDR, ...)
+    (r"_env_rendezvous_handler|_env_error\(", "import_or_config_error"),
     (r"distributed_c10d\.py\S*, line \d+, in (?:all_reduce|all_gather\w*|broadcast\w*|barrier|reduce_scatter\w*|"
      r"all_to_all\w*|recv|send)", "nccl_timeout"),
 ))

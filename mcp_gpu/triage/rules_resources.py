@@ -14,8 +14,8 @@ _rule = _TABLE.add
 
 # --- routine lines that only look alarming (first, so that nothing below claims them)
 _rule("ignore.exception_ignored", "traceback", "info", "Python printed and ignored an exception",
-      r"^Exception ignored in\b|^Error in atexit\._run_exitfuncs", "", role="ignore",
-      needles=("exception ignored in", "error in atexit._run_exitfuncs"))
+      r"^Exception ignored in\b|^Error in atexit\._run_exitfuncs|most likely raised during interpreter shutdown", "",
+      role="ignore", needles=("exception ignored in", "error in atexit._run_exitfuncs", "during interpreter shutdown"))
 _rule("ignore.mlock", "host_oom_killed", "info", "optional memory locking failed (mlock): loading goes on",
       r"failed to mlock|RLIMIT_MLOCK", "", role="ignore", needles=("failed to mlock", "rlimit_mlock"))
 # NCCL falling back from InfiniBand/OFI/a plugin to sockets at init, TensorFlow not finding optional TensorRT/GPU
@@ -63,9 +63,13 @@ _rule("ignore.torchrun_sigterm_workers", "traceback", "info", "torchrun stopping
       r"Sending process \d+ closing signal SIGTERM|Unable to shutdown process \d+ via", "", role="ignore")
 _rule("ignore.elastic_hint", "traceback", "info", "torchrun hint", r"To enable traceback see: https://pytorch\.org", "",
       role="ignore")
+_rule("nan.anomaly", "nan_inf", "warn", "autograd's anomaly mode found an error in a backward op (usually NaN)",
+      r"Error detected in \w+\. Traceback of forward call that caused the error", fix.NAN, gotcha="train.P8",
+      needles=("traceback of forward call that caused the error",), confidence=0.6)
 _rule("ignore.deprecation", "traceback", "info", "a deprecation or future warning",
       # (not when the warning itself names a failure: a full disk, no memory, a GPU this torch cannot drive)
-      r"^(?!.*(?:\[Errno \d|No space|[Oo]ut of memory|Killed|CUDA (?:unknown )?error|not compatible with|NVIDIA driver))"
+      r"^(?!.*(?:\[Errno \d|No space|[Oo]ut of memory|Killed|CUDA (?:unknown )?error|not compatible with|NVIDIA driver|"
+      r"enough free disk space))"
       r".*(?:(?:Deprecation|Future|User|Runtime|Resource)Warning\b|\bwarnings\.warn\(|is deprecated|will be removed in)",
       "", role="ignore", needles=("deprecationwarning", "futurewarning", "userwarning", "runtimewarning",
                                  "resourcewarning", "warnings.warn", "deprecated", "will be removed in"))
@@ -142,6 +146,12 @@ _rule("cuda_oom.other_stacks", "cuda_oom", "error", "accelerator memory ran out 
       r"cudaSuccess \(2 vs\. 0\)\s+out of memory|[Mm]alloc device memory failed|[Dd]evice memory (?:is )?(?:not enough|"
       r"insufficient)",
       fix.CUDA_OOM, gotcha="U10", needles=("cudasuccess (2 vs. 0)", "malloc device memory failed", "device memory"))
+# Ascend (CANN/GE) and MindSpore word a device allocation failure their own way
+_rule("cuda_oom.ascend", "cuda_oom", "error", "accelerator memory ran out (Ascend, MindSpore)",
+      r"Memory_Allocation_Failure|rtMalloc fail|[Aa]vailable memory is insufficient|"
+      r"mem_dynamic_allocator\.cc:\d+\] \w*(?:AddMemBlock|Alloc)",
+      fix.CUDA_OOM, gotcha="U10", needles=("memory_allocation_failure", "rtmalloc fail", "available memory is insufficient",
+                                           "mem_dynamic_allocator.cc"))
 _rule("cuda_oom.tpu", "cuda_oom", "error", "accelerator memory ran out (TPU)",
       r"Attempting to (?:reserve|allocate) [\d.]+\s*[KMGT]i?B? at the bottom of memory", fix.CUDA_OOM, gotcha="U10",
       needles=("at the bottom of memory",))
@@ -168,16 +178,16 @@ _rule("ckpt.zip", "checkpoint_corrupt", "error", "checkpoint is truncated or cor
       r"PytorchStreamReader failed|failed finding central directory|invalid header or archive is corrupted|"
       r"UnpicklingError|pickle data was truncated|unexpected EOF|SafetensorError|safetensors_rust|"
       r"Error while deserializing header|HeaderTooLarge|HeaderTooSmall|MetadataIncompleteBuffer|InvalidHeader|"
-      r"incomplete metadata|^(?:\w+\.)*EOFError\b|Ran out of input|BadZipFile|[Nn]ot a zip file|"
+      r"incomplete metadata|^(?:\w+\.)*EOFError\b|Ran out of input|BadZipFile|[Nn]ot a zip file|invalid magic characters|"
       r"(?:checkpoint|weights|state.dict|model file|archive|\.pth?|\.ckpt|\.bin|\.safetensors).{0,80}(?:corrupt|truncated)|"
       r"(?:corrupt|truncated).{0,80}(?:checkpoint|weights|archive|\.pth?|\.ckpt|\.bin|\.safetensors)|"
-      r"[Uu]nable to (?:load|open) (?:weights|file).*(?:checkpoint|truncated)|truncated file|file signature not found|"
+      r"[Uu]nable to (?:load|open) (?:weights|file).*(?:checkpoint|truncated)|[Tt]runcated file|file signature not found|"
       r"storage has wrong byte size|invalid load key", fix.CKPT, gotcha="train.C2",
       needles=("pytorchstreamreader failed", "central directory", "archive is corrupted", "unpicklingerror",
                "pickle data was truncated", "unexpected eof", "safetensorerror", "safetensors_rust",
                "deserializing header", "headertoo", "metadataincompletebuffer", "invalidheader",
                "incomplete metadata", "eoferror", "ran out of input", "badzipfile", "not a zip file", "corrupt",
-               "truncated", "file signature not found", "wrong byte size", "invalid load key", "unable to load",
+               "truncated", "file signature not found", "wrong byte size", "invalid load key", "unable to load", "invalid magic",
                "unable to open"))
 
 # --- host / cgroup memory (U9, SLURM4)
@@ -220,9 +230,10 @@ _rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: 
       needles=("killed", "已杀死", "exitcode", "sigkill", "return code = -9", "signal 9", "code -9", "code: -9",
                "status -9", "status: -9"))
 _rule("host_oom.alloc", "host_oom_killed", "error", "host RAM exhausted (allocation failed)",
-      r"^(?:\w+\.)*MemoryError\b|Cannot allocate memory|\[Errno 12\]|DefaultCPUAllocator: (?:can't allocate|not enough) memory|"
+      r"^(?!.*\b(?:CUDA|cuda|GPU) [Ee]rror\b)(?:(?:\w+\.)*MemoryError\b|.*?(?:Cannot allocate memory|"
+      r"\[Errno 12\]|DefaultCPUAllocator: (?:can't allocate|not enough) memory|"
       r"std::bad_alloc|[Mm]emory limit reached|"
-      r"Unable to allocate [\d.]+ [KMGT]i?B|can't allocate memory|[Oo]ut of (?:host|CPU|system) memory",
+      r"Unable to allocate [\d.]+ [KMGT]i?B|can't allocate memory|[Oo]ut of (?:host|CPU|system) memory))",
       fix.HOST_OOM, gotcha="U9",
       needles=("memoryerror", "cannot allocate memory", "[errno 12]", "can't allocate memory", "std::bad_alloc",
                "defaultcpuallocator: not enough memory", "memory limit reached",
@@ -287,6 +298,12 @@ _rule("gpu.xid_fatal", "cuda_device_error", "critical", "the GPU reported a fata
       r"NVRM: Xid \([^)]*\): (?:48|63|64|74|79|92|94|95)\b|fallen off the bus|uncorrectable ECC error|"
       r"CUDA_ERROR_ECC_UNCORRECTABLE|ECC error|GPU is lost|GPU has fallen", fix.XID, gotcha="U22",
       needles=("nvrm: xid", "fallen off the bus", "ecc error", "ecc_uncorrectable", "gpu is lost", "gpu has fallen"))
+_rule("gpu.kernel_driver", "cuda_device_error", "critical", "the GPU's kernel driver failed (oops, adapter lost, page fault)",
+      r"RIP: \S+ \S*\[nvidia\w*\]|RmInitAdapter failed|rm_init_adapter failed|Cannot attach gpu|"
+      r"amdgpu: \[\w+\] page fault|PROTECTION_FAULT_STATUS|amdgpu.{0,40}(?:ring \S+ timeout|GPU reset begin|GPU hang)",
+      fix.XID, gotcha="U22", fatal=True,
+      needles=("[nvidia", "rminitadapter failed", "rm_init_adapter failed", "cannot attach gpu", "page fault",
+               "protection_fault_status", "amdgpu"))
 _rule("gpu.xid", "cuda_device_error", "warn", "the GPU driver logged an Xid", r"NVRM: Xid\b", fix.XID_SOFT, gotcha="U22")
 _rule("gpu.device_assert", "cuda_device_error", "error", "a CUDA device-side assertion fired (index/label out of range)",
       r"device-side assert(?:ion)? triggered|Assertion `[^`]*(?:n_classes|srcIndex|index out of bounds|idx_dim)[^`]*` failed|"
@@ -344,6 +361,9 @@ _rule("nccl.watchdog", "nccl_timeout", "error", "a collective timed out (watchdo
       needles=("watchdog", "collective operation timeout", "timeout at nccl work", "ran for", "processgroupnccl",
                "checktimeout", "workcleanuploop", "heartbeat", "nccl operation", "nccl work", "nccl collective",
                "timeout", "timed out", "distnetworkerror", " hang", "stuck", "torch_nccl_async_error_handling"))
+_rule("nccl.hccl", "nccl_timeout", "error", "an HCCL collective failed or timed out (Ascend)",
+      r"Hccl\w+, error code is|\bEI0006\b|Remote Rank did not send the data in time|HCCL.{0,60}(?:timeout|timed out|"
+      r"times out)", fix.WATCHDOG, gotcha="train.D20", needles=("hccl", "ei0006", "remote rank did not send"))
 _rule("nccl.store", "nccl_timeout", "error", "ranks timed out meeting at the rendezvous store",
       r"DistStoreError: Timed out|[Tt]imed out after \d+ seconds waiting for clients|RendezvousTimeoutError|"
       r"waiting for clients\. \d+/\d+ clients joined|monitoredBarrier|errors while waiting for send/recv",

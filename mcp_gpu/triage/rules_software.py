@@ -161,6 +161,7 @@ _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit end
 _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted the job",
       r"DUE TO PREEMPTION|\bPREEMPTED\b|[Pp]re-empt(?:ed|ion)\b|PreemptionError|(?:due to|by|because of) (?:\w+ )?[Pp]reemption|"
       r"INTERRUPTED_BY_\w+|Job reconnection failed|Job was evicted|JobEvictedEvent|spot/instance-action|"
+      r"\b(?:Pod|MPIJob|Job|Workload)Evicted\b|"
       r"[Ss]pot (?:instance )?interruption|[Pp]reemption notice|[Ii]nterrupted (?:by the spot|\(spot\))|"
       r"(?:for|by) a higher[- ]priority (?:job|workload|task|pod)|"
       r"[Ii]nstance was preempted|Reason:\s*Evicted|[Pp]od (?:was )?evicted|low on resource|\b[Pp]reempted\b|"
@@ -337,10 +338,10 @@ _rule("net.git", "network_stall", "error", "a clone or fetch lost its connection
                "no internet connection"))
 _rule("net.more_names", "network_stall", "error", "a network connection failed",
       r"Temporary failure resolving|unable to resolve host|\bENOTFOUND\b|\bEAI_AGAIN\b|SSLEOFError|SSLZeroReturnError|"
-      r"EndpointConnectionError|FSTimeoutError|"
+      r"EndpointConnectionError|FSTimeoutError|\bgaierror\b|"
       r"ServerTimeoutError|\bRequestTimeout\b|DNS resolution failed|api_core\.exceptions\.ServiceUnavailable",
       fix.NETWORK, gotcha="AD2",
-      needles=("temporary failure resolving", "unable to resolve host", "enotfound", "eai_again", "ssleoferror",
+      needles=("temporary failure resolving", "unable to resolve host", "enotfound", "eai_again", "ssleoferror", "gaierror",
                "sslzeroreturnerror", "endpointconnectionerror", "fstimeouterror",
                "servertimeouterror", "requesttimeout", "dns resolution failed",
                "exceptions.serviceunavailable"))

@@ -29,7 +29,8 @@ PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s?|\d{1,4}:(?: |$)|\(\w+ pid=
 STAMP = re.compile(r"^(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?(?: |$)|"
                    r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.\-/]+(?:\[\d+\])?: )")
 TB_HEADER = "traceback (most recent call last)"
-_TB_HEADER_RE = re.compile(r"(?:^|\s)(?:Original )?Traceback \(most recent call last\):?")
+# (also glued to the progress bar the crash interrupted: `...1.77it/s, loss=1.96]Traceback (most recent call last):`)
+_TB_HEADER_RE = re.compile(r"(?:^|\s|(?<=[\]|>)]))(?:Original )?Traceback \(most recent call last\):?")
 # structural needles: the exception line of a crash without its traceback header, and torchrun's exit codes
 _STRUCTURAL = (TB_HEADER, "error", "exception", "exitcode", "mounted on", "fatal", "critical")
 
