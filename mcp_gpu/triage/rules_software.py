@@ -150,19 +150,22 @@ _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit end
       r"exceeded the maximum (?:execution |run ?|wall ?)?time|execution took longer than|TERM_CPULIMIT|"
       r"exceeded hard wallclock|"
       r"exceeded (?:the )?CPU (?:time )?limit|DUE TO JOB NOT ENDING WITH SIGNALS|cput \d+ exceeded limit|enforced h_rt|"
-      r"active longer than specified deadline|MaxRuntimeExceeded|MaxWaitTimeExceeded|[Ss]ession timed out",
+      r"active longer than specified deadline|MaxRuntimeExceeded|MaxWaitTimeExceeded|[Ss]ession timed out|"
+      r"\(state: TIMEOUT\)|Job has timed out\. Ran \d+ minutes",
       fix.TIME_LIMIT, gotcha="SLURM2", fatal=True,
       needles=("walltime", "wall time", "wall clock limit", "wallclock limit", "maximum execution time", "term_runlimit",
                "term_cpulimit", "execution took longer than", "exceeded the maximum", "due to job not ending with signals",
                "cput",
                "enforced h_rt", "longer than specified deadline", "maxruntimeexceeded", "maxwaittimeexceeded",
                "session timed out", "hard wallclock", "cpu limit", "cpu time limit",
-               "time limit", "runtime limit", "due to time limit", "deadlineexceeded"))
+               "time limit", "runtime limit", "due to time limit", "deadlineexceeded", "state: timeout",
+               "job has timed out"))
 _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted the job",
       r"DUE TO PREEMPTION|\bPREEMPTED\b|[Pp]re-empt(?:ed|ion)\b|PreemptionError|(?:due to|by|because of) (?:\w+ )?[Pp]reemption|"
       r"INTERRUPTED_BY_\w+|Job reconnection failed|Job was evicted|JobEvictedEvent|spot/instance-action|"
       r"\b(?:Pod|MPIJob|Job|Workload)Evicted\b|"
-      r"[Ss]pot (?:instance )?interruption|[Pp]reemption notice|[Ii]nterrupted (?:by the spot|\(spot\))|"
+      r"[Ss]pot (?:[Ii]nstance )?[Ii]nterruption|[Pp]reemption notice|EventType\W{1,4}Preempt\b|state: PREEMPTED\b|"
+      r"[Ii]nterrupted (?:by the spot|\(spot\))|"
       r"(?:for|by) a higher[- ]priority (?:job|workload|task|pod)|"
       r"[Ii]nstance was preempted|Reason:\s*Evicted|[Pp]od (?:was )?evicted|low on resource|\b[Pp]reempted\b|"
       r"[Pp]reemption (?:notice|signal|detected|event|warning)|\b[Pp]reempting\b|"
@@ -200,7 +203,8 @@ _rule("signal.sigterm", "preempted", "error", "the job received SIGTERM",
       r"Received SIGTERM|received signal SIGTERM|SIGTERM received|Received Signals\.SIGTERM|Received 15 death signal|"
       r"got signal: 15\b|Signal 15 \(SIGTERM\) received by PID|exitcode\s*:\s*-15\b|^Terminated$|: line \d+:\s+\d+ Terminated\b|"
       r"[Cc]aught SIGTERM|SIGTERM (?:signal )?(?:received|caught|detected)|[Rr]eceived (?:signal )?(?:15|SIGTERM)|"
-      r"Signals\.SIGTERM|[Tt]erminated by signal SIGTERM|[Hh]andling signal:? SIGTERM|"
+      r"Signals\.SIGTERM|[Tt]erminated by signal SIGTERM|^Terminated: 15\b|[Kk]illed by (?:signal )?(?:SIGTERM|15)\b|"
+      r"[Bb]ypassing signal SIGTERM|[Hh]andling signal:? SIGTERM|"
       r"(?:[Dd]ue to|[Cc]aught signal|on) SIGTERM\b",
       fix.SIGTERM, role="sigterm", fatal=True,
       needles=("sigterm", "handling signal", "death signal", "got signal: 15", "exitcode", "terminated", "received signal 15",
@@ -262,13 +266,15 @@ _rule("dataloader.worker_signal", "dataloader_error", "error", "a DataLoader wor
       r"Unexpected (?:segmentation fault|floating-point exception|bus error) encountered in worker", fix.DATALOADER,
       gotcha="train.DP9", fatal=True, needles=("encountered in worker",))
 _rule("sched.preempted_more", "preempted", "error", "the job was stopped from outside (preemption, requeue, node loss)",
-      r"srun: forcing job termination|srun: Job step aborted|\bREQUEUED\b|[Rr]equeu(?:e|ing) (?:the )?job|TERM_REQUEUE_\w+|"
+      r"srun: forcing job termination|srun: Job step aborted|srun: Force Terminated|"
+      r"\bREQUEUED\b|[Rr]equeu(?:e|ing) (?:the )?job|TERM_REQUEUE_\w+|"
       r"(?:[Rr]eceived|[Hh]andling|[Cc]aught|got) (?:signal )?SIGUSR[12]|NodeDiedError|[Nn]ode (?:has )?died|"
       r"missed too many heartbeats|TPU (?:was |has been )?preempted|[Hh]ost maintenance|NodeShutdown|"
       r"[Nn]ode (?:is )?(?:being )?drained|[Ss]pot (?:instance )?(?:termination|reclaim)|will be terminated|"
       r"is being terminated|[Ll]ost (?:the )?(?:node|worker node|host)\b",
       fix.PREEMPT, gotcha="SLURM2", fatal=True,
-      needles=("srun: forcing job termination", "srun: job step aborted", "requeued", "requeue", "sigusr",
+      needles=("srun: forcing job termination", "srun: job step aborted", "srun: force terminated", "requeued", "requeue",
+               "sigusr",
                "nodediederror", "died", "missed too many heartbeats", "preempted", "host maintenance",
                "nodeshutdown", "drained", "spot", "will be terminated", "is being terminated", "lost the", "lost node",
                "lost worker node", "lost host"))
@@ -387,12 +393,14 @@ _rule("nan.words", "nan_inf", "error", "the loss or the inputs became NaN/inf",
       fix.NAN, gotcha="train.P8", needles=("invalid loss, terminating", "input contains", "nan"))
 _rule("sched.node_fail", "preempted", "error", "the node failed or the job was requeued",
       r"DUE TO NODE FAIL|[Nn]ode failure|\bREQUEUE\b|[Pp]od .{0,60}(?:was )?deleted|NodeShutdown|[Tt]erminating pod|"
-      r"going down for (?:poweroff|reboot|halt)|is being shut ?down|[Ss]hutting down (?:the )?(?:system|machine|host)|"
+      r"going down for (?:poweroff|reboot|halt)|System is (?:powering down|rebooting)|"
+      r"reboot: (?:Power down|Restarting system)|is being shut ?down|[Ss]hutting down (?:the )?(?:system|machine|host)|"
       r"[Rr]ecover(?:ing|ed) (?:from )?(?:preemption|the job|cluster)|[Ii]nstance (?:was |has been )?stopped|"
       r"[Pp]od (?:was |has been )?(?:stopped|terminated)|machine (?:is|went) offline|[Rr]untime disconnected|"
       r"[Rr]untime (?:has been|was) disconnected",
       fix.PREEMPT, gotcha="SLURM2", fatal=True,
       needles=("due to node fail", "node failure", "requeue", "pod", "nodeshutdown", "terminating pod", "going down for",
+               "system is powering down", "system is rebooting", "reboot: power down", "reboot: restarting system",
                "shut down", "shutdown", "shutting down", "recover", "instance", "offline", "runtime disconnected",
                "runtime has been disconnected",
                "runtime was disconnected"))
