@@ -42,3 +42,15 @@ def test_a_code_block_indent_is_removed_but_a_paste_of_frames_alone_keeps_its_sh
 def test_a_markdown_quote_a_prefix_and_an_indent_together() -> None:
     text = "\n".join(f">     [stderr] {line}" for line in TRACE)
     assert normalise(text).split("\n") == TRACE
+
+
+def test_a_message_cut_mid_word_near_the_end_is_joined_where_the_cut_splits_a_rules_words() -> None:
+    text = ("INFO:root:Epoch[0] Batch [2260] Speed: 0.34 samples/sec Train-RCNNAcc=0.795092, RCNNLogLoss=0.639085,\n"
+            "terminate called after throwing an instance of 'dmlc::Error'\n"
+            "  what():  [10:44:35] src/engine/./threaded_engine.h:359: [10:44:35] src/storage/./pooled_storage_manager"
+            ".h:107: cudaMalloc fail\n"
+            "ed: out of memory\n")
+    assert triage_text(text).primary == "cuda_oom"
+    # a short next line that only happens to start in lower case is not glued on
+    plain = "step 10 | loss 0.51 | lr 3e-4 | tokens/s 51234 | mfu 0.41 | grad_norm 0.8 | elapsed 1:00\nsaving checkpoint\n"
+    assert normalise(plain) == plain

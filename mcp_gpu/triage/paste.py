@@ -35,7 +35,7 @@ _QUOTES = re.compile(r"[\"']")  # quoted keys are the program's output
 
 def normalise(text: str) -> str:
     """The paste as the program printed it (quote marks, a shared prefix, a code block's indent and hard wraps gone)."""
-    return unwrap(dedent(strip_shared_prefix(unquote(text))))
+    return unwrap_tail(unwrap(dedent(strip_shared_prefix(unquote(text)))))
 
 
 _QUOTED = re.compile(r"^> ?", re.MULTILINE)
@@ -152,3 +152,27 @@ def _joins_words(head: str, tail: str) -> bool:
     edge = (head[-60:] + tail[:60]).lower()
     return bool(INDEX.needles_in(edge + "\n") - INDEX.needles_in(head[-60:].lower() + "\n")
                 - INDEX.needles_in(tail[:60].lower() + "\n"))
+
+
+TAIL_LINES = 60  # the end of a paste, where the crash is, read for a cut at no fixed width
+_FRAGMENT = re.compile(r"^[a-z0-9_]")  # a line that starts mid-word: the rest of the line above
+
+
+def unwrap_tail(text: str) -> str:
+    """A long line near the end cut at no fixed width (a viewer wrapping one message, tabs making widths unequal)
+    and continued on the next line mid-word (`... cudaMalloc fail` / `ed: out of memory`): joined when the join
+    makes a rule's words whole. Only the last TAIL_LINES lines are looked at, so the cost does not grow with the log."""
+    lines = text.split("\n")
+    start = max(0, len(lines) - TAIL_LINES)
+    out = lines[:start]
+    i = start
+    while i < len(lines):
+        line = lines[i]
+        while (i + 1 < len(lines) and len(line) >= WRAP_MIN_WIDTH and _FRAGMENT.match(lines[i + 1])
+               and _joins_words(line[-60:], lines[i + 1])):
+            i += 1
+            line += lines[i]
+        out.append(line)
+        i += 1
+    return "\n".join(out)
+
