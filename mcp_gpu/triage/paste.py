@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from mcp_gpu.triage.scan import INDEX
+from mcp_gpu.triage.scan import INDEX, clean_segments
 
 PREFIX_SAMPLE = 2_000  # non-blank lines read to find a shared prefix (linear: the rest are only cut)
 PREFIX_SHARE = 0.8  # of the sampled lines, the share that must carry the prefix
@@ -168,10 +168,14 @@ def unwrap_tail(text: str) -> str:
     i = start
     while i < len(lines):
         line = lines[i]
-        while (i + 1 < len(lines) and len(line) >= WRAP_MIN_WIDTH and _FRAGMENT.match(lines[i + 1])
-               and _joins_words(line[-60:], lines[i + 1])):
+        while i + 1 < len(lines) and len(line) >= WRAP_MIN_WIDTH:
+            # the continuation as the program printed it: a collector's timestamp or rank prefix is not part of it
+            segs = clean_segments(lines[i + 1])
+            tail = segs[0] if segs else ""
+            if not (_FRAGMENT.match(tail) and _joins_words(line[-60:], tail)):
+                break
             i += 1
-            line += lines[i]
+            line += tail
         out.append(line)
         i += 1
     return "\n".join(out)

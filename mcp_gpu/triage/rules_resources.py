@@ -156,7 +156,7 @@ _rule("cuda_oom.tpu", "cuda_oom", "error", "accelerator memory ran out (TPU)",
       r"Attempting to (?:reserve|allocate) [\d.]+\s*[KMGT]i?B? at the bottom of memory", fix.CUDA_OOM, gotcha="U10",
       needles=("at the bottom of memory",))
 _rule("cuda_oom.torch", "cuda_oom", "error", "GPU memory ran out",
-      r"CUDA out of memory|CUDA: out of memory|OutOfMemoryError|CUDA (?:driver )?error: out of memory|"
+      r"CUDA out of memory|CUDA: out of memory|OutOfMemoryError|CUDA (?:driver )?[Ee]rror: out of memory|"
       r"can be stored in KV cache|CUBLAS_STATUS_ALLOC_FAILED|"
       r"Cuda failure '?out of memory|HIP out of memory|RESOURCE_EXHAUSTED|[Rr]esource exhausted: Out|CUDA_ERROR_OUT_OF_MEMORY|"
       r"OOM when allocating|OOM [Dd]etected|No executable batch size found|[Oo]ut of memory (?:while|"
@@ -275,7 +275,9 @@ _rule("config.cuda_kernel_image", "import_or_config_error", "error", "the torch 
       r"CUDA driver version is insufficient|NVIDIA driver on your system is too old|"
       r"driver version (?:is )?(?:too old|older than)|CUDA_ERROR_NO_BINARY_FOR_GPU|"
       r"not compatible with the current PyTorch installation|"
-      r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION|Unsupported gpu architecture", fix.CUDA_VERSION, gotcha="U28")
+      r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION|Unsupported gpu architecture|"
+      r"Loaded runtime CuDNN library: \S+ but source was compiled with|DNN library is not found",
+      fix.CUDA_VERSION, gotcha="U28")
 _rule("config.cuda_forward_compat", "import_or_config_error", "error", "the image's CUDA is newer than the host driver",
       r"forward compatibility was attempted on non supported HW|CUDA failure 804|cuda>=[\d.]+.*please update your driver|"
       r"OCI runtime create failed", fix.DRIVER_FORWARD, gotcha="RP9",

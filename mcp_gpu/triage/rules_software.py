@@ -100,11 +100,12 @@ _rule("config.invalid", "import_or_config_error", "error", "a config or option i
       r"[Uu]nsupported (?:argument|option|config|value)|[Cc]onfig(?:uration)? (?:error|file not found)|"
       r"must be (?:one of|set|specified|provided|divisible|a multiple)|is required but|mutually exclusive|"
       r"[Nn]o such file or directory|is not a (?:valid|local folder)|\[Errno 2\]|"
-      r"not (?:a )?valid (?:model|path|option|choice)|invalid choice|not recognized|unrecognized)",
+      r"not (?:a )?valid (?:model|path|option|choice)|invalid choice|not recognized|unrecognized|"
+      r"(?:is )?unimplemented for (?:task type|this|the)|not supported (?:for|on|with) (?:task type|GPU|CPU))",
       fix.OVERRIDE, gotcha="U27",
       needles=("invalid ", "unknown ", "unsupported ", "config", "must be ", "is required but", "mutually exclusive",
                "no such file or directory", "is not a ", "[errno 2]", "not a valid", "not valid", "invalid choice",
-               "not recognized", "unrecognized"))
+               "not recognized", "unrecognized", "unimplemented for", "not supported"))
 _rule("config.cmd_not_found", "import_or_config_error", "error", "a command is not on PATH",
       r": command not found|: not found$|executable file not found|No such file or directory: '[^']*(?:python|torchrun|"
       r"accelerate|deepspeed|nvcc|ninja|gcc)", fix.CMD_NOT_FOUND,
