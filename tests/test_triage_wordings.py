@@ -30,6 +30,7 @@ def _rows(name: str) -> list[tuple[str, str]]:
 
 
 FAILURES = _rows("failures.tsv")
+UNKNOWN = _rows("unknown.tsv")
 ROUTINE = _rows("routine.tsv")
 
 
@@ -48,6 +49,11 @@ def test_a_failure_worded_by_any_stack_gets_its_class(cls: str, line: str) -> No
     assert _primary(PROGRESS + "\n" + line + "\n") == cls
     if _is_exception(line):
         assert _primary(PROGRESS + "\n" + TRACEBACK + line + "\n") == cls
+
+
+@pytest.mark.parametrize(("cls", "line"), UNKNOWN, ids=[f"{c}-{i}" for i, (c, _) in enumerate(UNKNOWN)])
+def test_an_error_no_rule_knows_is_named_by_its_subject(cls: str, line: str) -> None:
+    assert _primary(PROGRESS + "\n" + TRACEBACK + line + "\n") == cls
 
 
 @pytest.mark.parametrize(("where", "line"), ROUTINE, ids=[str(i) for i in range(len(ROUTINE))])

@@ -18,8 +18,9 @@ TOPIC_CONFIDENCE = 0.5
 
 _GPU = r"(?:GPU|CUDA|[Cc]uda|VRAM|vram|HBM|cuDNN|cudnn|cuBLAS|cublas|ROCm|HIP|XLA|TPU|NPU|accelerator)"
 _EXHAUSTED = r"(?:out of memory|OOM\b|memory (?:is )?(?:exhausted|full|insufficient)|insufficient memory|not enough memory|" \
-             r"[Ff]ailed to allocate|cannot allocate|allocation failed|exhausted)"
-_TIMEOUT = r"(?:timed? ?out|times out|timeout|[Tt]ime ?[Oo]ut|did not (?:finish|complete|respond) in time|hung|" \
+             r"[Ff]ailed to allocate|cannot allocate|allocation failed|exhausted|not enough|budget exceeded)"
+_TIMEOUT = r"(?:timed? ?out|times out|timeout|[Tt]ime ?[Oo]ut|did not (?:finish|complete|respond|join|arrive)\b.{0,40}?" \
+           r"(?:in time|within)|hung|" \
            r"hang(?:s|ing)?\b|stuck)"
 _COLLECTIVE = r"(?:NCCL|nccl|RCCL|HCCL|collective|all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|" \
               r"process ?group|ProcessGroup|rendezvous|c10d|[Gg]loo|MPI_\w+|allreduce)"
@@ -30,6 +31,7 @@ _NET_BAD = r"(?:fail\w*|error|refused|reset|timed? ?out|timeout|closed|abort\w*|
 LEXICON: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cls, re.compile(p)) for cls, p in (
     ("inode_exhausted", r"\b[Ii]nodes?\b|\bIUse%|[Ff]ile (?:count|number) (?:limit|quota)"),
     ("disk_full", r"\b(?:[Dd]isk|[Ss]torage|[Vv]olume|[Ff]ile ?system) (?:space|full|quota|is full)|\b[Nn]o space\b|"
+                  r"\b(?:device|disk|volume|drive) (?:is )?full\b|\bno free (?:disk )?space\b|"
                   r"\bENOSPC\b|\bEDQUOT\b|\bquota exceeded\b|space left on"),
     ("cuda_oom", rf"\b{_GPU}\b.{{0,50}}{_EXHAUSTED}|{_EXHAUSTED}.{{0,50}}\b{_GPU}\b"),
     ("host_oom_killed", r"\bout of memory\b|\bOOM\b|\bmemory (?:exhausted|limit exceeded)|\b(?:RAM|host memory|system "
@@ -39,17 +41,24 @@ LEXICON: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cls, re.compile(p)) fo
                 r"\b(?:gradient|numerical) overflow\b"),
     ("nccl_timeout", rf"\b{_COLLECTIVE}\b.{{0,60}}{_TIMEOUT}|{_TIMEOUT}.{{0,60}}\b{_COLLECTIVE}\b"),
     ("ssh_disconnect", r"\bssh\b|\bsshd\b|\bSSH\b"),
-    ("network_stall", rf"\b{_NET}\b.{{0,60}}\b{_NET_BAD}|\b(?:ECONNRESET|ETIMEDOUT|ECONNREFUSED|EHOSTUNREACH)\b"),
+    ("network_stall", rf"\b{_NET}\b.{{0,60}}\b{_NET_BAD}|\b(?:ECONNRESET|ETIMEDOUT|ECONNREFUSED|EHOSTUNREACH)\b|"
+                      r"\b(?:[Ff]ailed|[Uu]nable|[Cc]ould not|[Cc]ouldn't) to (?:fetch|download|reach|connect|resolve)\b"),
     ("checkpoint_corrupt", r"\b(?:[Cc]heckpoint|ckpt|state_dict|weights? file|pickle|zip ?file|archive|safetensors)\b"
                            r".{0,60}\b(?:corrupt\w*|truncat\w*|damaged|incomplete|unexpected end|EOF|"
                            r"(?:failed to|cannot|could not|unable to) (?:read|load|deserialize|parse))"),
     ("cuda_device_error", rf"\b(?:{_GPU}|NVML|Xid|GPU driver|device kernel)\b.{{0,40}}\b(?:error|fail\w*|fault|illegal|"
-                          r"lost|hang|crash\w*|reset|abort\w*)\b"),
-    ("dataloader_error", r"\b(?:DataLoader|[Dd]ataloader|data loader|loader worker|worker process)\b"),
+                          r"lost|hang|crash\w*|reset|abort\w*|unrecoverable|unresponsive|stopped responding|"
+                          r"not responding)\b"),
+    ("dataloader_error", r"\b(?:DataLoader|[Dd]ataloader|data loader|loader worker|worker process)\b|"
+                         r"\b(?:[Dd]ata ?[Ll]oad\w*|[Pp]refetch\w*|[Ii]nput pipeline|[Dd]ata pipeline)\b.{0,60}\b(?:died|"
+                         r"crash\w*|killed|terminated|exited|hung|stuck)\b|\b(?:[Pp]refetch|[Pp]ipeline) worker\b|"
+                         r"shared memory segment|/dev/shm"),
     ("preempted", r"\b(?:[Pp]re-?empt\w*|[Ee]vict\w*|[Ss]pot (?:instance|VM|node)|[Rr]eclaim\w*|[Mm]aintenance event|"
-                  r"[Ii]nterruption notice)"),
+                  r"[Ii]nterruption notice|[Tt]ermination signal|SIGTERM)|\b[Dd]rain\w*\b.{0,30}\bnode\b"),
     ("import_or_config_error", r"\b(?:[Nn]o module|import(?:ing)?|not installed|[Pp]lease install|incompatible|"
-                               r"environment variable|not compiled with|[Cc]onfig(?:uration)? (?:file|key|value|error))"),
+                               r"environment variable|not compiled with|[Cc]onfig(?:uration)? (?:file|key|value|error)|"
+                               r"(?:[Uu]nknown|[Ii]nvalid|[Uu]nrecognized) (?:key|option|argument|parameter|field)|"
+                               r"[Nn]o package metadata)"),
 ))
 
 
