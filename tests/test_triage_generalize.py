@@ -550,3 +550,22 @@ def test_anomaly_modes_warning_names_the_op_that_went_nan_when_the_error_line_is
                "RuntimeError: one of the variables needed for gradient computation has been modified by an inplace"
                " operation\n")
     assert primary("step 10 loss 0.5\n" + warning + inplace) == "traceback"
+
+
+def test_a_line_that_says_how_the_program_copes_is_passed_over_but_a_crash_is_not() -> None:
+    progress = "step 5 | loss 1.20\n"
+    assert primary(progress + "Error loading image 000123.jpg, skipping\n") == "healthy"
+    assert primary(progress + "No module named 'apex', using torch.cuda.amp instead\n") == "healthy"
+    # the exception that ended a traceback is no coping, whatever its message says
+    crash = ("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    main()\n"
+             "ModuleNotFoundError: No module named 'apex', install it or use torch.cuda.amp instead\n")
+    assert primary(progress + crash) == "import_or_config_error"
+    # skipped updates are judged as NaN evidence, not as coping
+    assert primary(progress + "The grad norm is nan. Skipping updating the model.\n" * 5) == "nan_inf"
+
+
+def test_nan_in_an_eval_loss_beside_a_finite_train_loss_is_not_divergence() -> None:
+    assert primary("Epoch 3: val_loss=nan (no validation batches), train_loss=0.412\n") == "healthy"
+    assert primary("{'eval_loss': nan, 'epoch': 1.0}\nNo validation samples were found; skipping evaluation.\n") == \
+        "healthy"
+    assert primary("Epoch 3: val_loss=nan, train_loss=nan\nEpoch 4: val_loss=nan, train_loss=nan\n") == "nan_inf"

@@ -341,6 +341,41 @@ def _anomaly_explained(hits: list[_Hit]) -> None:
             h.survived = True
 
 
+# A line that says how the program copes with what it reports ("..., skipping", "falling back to", "using X
+# instead", "ignoring"): reported and passed over, like a caught exception. NaN/inf lines are judged as a trend
+# instead (a skipped update once is coping, skipped updates without end are the failure).
+_COPES = re.compile(r"(?:[,;:.(]\s*|\b)(?:skipping\b(?! (?:updating|update|step|batch))|skipped\b|"
+                    r"[Ff]alling back\b|[Ff]all(?:s|ing)? back to\b|using \S.{0,40}\binstead\b|ignoring\b|"
+                    r"will be ignored|is ignored|continuing\b|will retry)", re.IGNORECASE)
+_COPING_CLASSES = frozenset({"import_or_config_error", "traceback", "dataloader_error", "checkpoint_corrupt",
+                             "network_stall", "cuda_device_error"})
+
+
+def _coping(hits: list[_Hit]) -> None:
+    """A non-fatal line that says the program copes with it is survived (it is reported as info)."""
+    for h in hits:
+        if (not h.survived and not h.fatal and not h.final and h.cls in _COPING_CLASSES and h.role != "trend"
+                and _COPES.search(h.line)):
+            h.survived = True
+
+
+# NaN in an evaluation loss while the same line shows a finite training loss, or next to the program saying there
+# was nothing to evaluate: an empty or broken eval split, not a diverging run.
+_EVAL_NAN = re.compile(r"\b(?:val|valid|validation|eval|test)[_/ ]loss['\"]?\s*[:=]\s*['\"]?[-+]?nan\b", re.IGNORECASE)
+_FINITE_TRAIN = re.compile(r"(?:^|[\s,{'\"(/])(?:train[_/ ])?loss['\"]?\s*[:=]\s*['\"]?[-+]?\d", re.IGNORECASE)
+_NOTHING_TO_EVAL = re.compile(r"\bno (?:validation|eval\w*|test) (?:batches|samples|data|examples)\b|"
+                              r"\bskipping (?:validation|evaluation)\b", re.IGNORECASE)
+
+
+def _eval_nan_explained(text: str, hits: list[_Hit]) -> None:
+    for h in hits:
+        if h.rule.id != "nan.loss" or h.survived or not _EVAL_NAN.search(h.line):
+            continue
+        around = text[h.index:h.index + 400]
+        if _FINITE_TRAIN.search(_EVAL_NAN.sub("", h.line)) or _NOTHING_TO_EVAL.search(around):
+            h.survived = True
+
+
 RETRIES_PILING_UP = 2
 
 
@@ -418,6 +453,8 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
     _after_done(text, hits)
     _grad_norm_recovered(text, hits)
     _anomaly_explained(hits)
+    _coping(hits)
+    _eval_nan_explained(text, hits)
     _retries_pile_up(hits)
     hits += _fact_hits(len(text), exit_code, exit_signal, oom_kill_delta, scheduler_state, disk_free_bytes,
                        inodes_free)

@@ -21,8 +21,12 @@ _rule("ignore.mlock", "host_oom_killed", "info", "optional memory locking failed
 # NCCL falling back from InfiniBand/OFI/a plugin to sockets at init, TensorFlow not finding optional TensorRT/GPU
 # libraries (it says so at W level and goes on): startup notices of a run that works
 _rule("ignore.nccl_transport", "nccl_timeout", "info", "NCCL fell back to another transport",
-      r"NCCL WARN (?:Failed to open libibverbs|NET/OFI|NET/IB ?: No device|NET/Plugin|Could not find real path)|"
+      r"NCCL WARN (?:Failed to open libibverbs|NET/OFI|NET/IB ?: No device|NET/Plugin|Could not find real path|"
+      r"Cuda failure 'peer access is not supported|NUMA auto balancing|Could not enable P2P)|"
       r"NCCL INFO NET/Plugin", "", role="ignore", needles=("nccl warn", "nccl info net/plugin"))
+# W&B's system-metrics sampler failing on a metric the driver does not expose: the run is not affected
+_rule("ignore.wandb_sampler", "network_stall", "info", "W&B could not sample a system metric",
+      r"wandb: ERROR Failed to sample metric", "", role="ignore", needles=("failed to sample metric",))
 _rule("ignore.tf_dso", "import_or_config_error", "info", "TensorFlow could not load an optional library",
       r"(?:dso_loader|cuda_dnn|cuda_blas|cuda_fft)\.cc:\d+\] (?:Could not load dynamic library|Unable to register)|"
       r"TF-TRT Warning", "", role="ignore", needles=("dso_loader", "cuda_dnn", "cuda_blas", "cuda_fft", "tf-trt warning"))
