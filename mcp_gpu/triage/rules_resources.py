@@ -204,12 +204,12 @@ _rule("host_oom.kernel", "host_oom_killed", "error", "the kernel OOM killer kill
       r"low on resource: memory|[Kk]illed process \d+|\boom_reaper\b|[Mm]emory pressure|memory (?:usage )?threshold|"
       r"[Ww]orkers? (?:have been |were )?killed due to memory|OutOfMemoryError: Task was killed|"
       r"[Nn]ode (?:is )?(?:running )?low on memory|exceeded (?:its |the )?memory limit|[Mm]emory limit exceeded|"
-      r"[Rr]eason: OOMKilled|[Ee]xit [Cc]ode:?\s*137\b|status:? ?137|TERM_MEMLIMIT|reaching LSF memory usage limit|"
+      r"[Rr]eason: OOMKilled|[Ee]xit [Cc]ode:?\s*(?:is )?137\b|status:? ?137|TERM_MEMLIMIT|reaching LSF memory usage limit|"
       r"Tasks state \(memory values in pages\)|"
       r"\boom_score_adj name\b|Memory cgroup stats for",
       fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("out of memory: kill", "memory cgroup out of memory", "oom-kill", "oomkilled", "low on resource: memory",
-               "killed process", "oom_reaper", "memory pressure", "memory threshold", "memory usage threshold",
+               "killed process", "oom_reaper", "memory pressure", "memory threshold", "memory usage threshold", "code is 137",
                "killed due to memory", "task was killed", "low on memory", "memory limit", "code 137", "code: 137",
                "code:137", "exit code:", "status 137", "status: 137", "status:137", "tasks state (memory values",
                "oom_score_adj name", "memory cgroup stats for", "term_memlimit",
@@ -234,7 +234,7 @@ _rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: 
       needles=("killed", "已杀死", "exitcode", "sigkill", "return code = -9", "signal 9", "code -9", "code: -9",
                "status -9", "status: -9"))
 _rule("host_oom.alloc", "host_oom_killed", "error", "host RAM exhausted (allocation failed)",
-      r"^(?!.*\b(?:CUDA|cuda|GPU) [Ee]rror\b)(?:(?:\w+\.)*MemoryError\b|.*?(?:Cannot allocate memory|"
+      r"^(?!.*(?:\b(?:CUDA|cuda|GPU) [Ee]rror\b|</torch_))(?:(?:\w+\.)*MemoryError\b|.*?(?:Cannot allocate memory|"
       r"\[Errno 12\]|DefaultCPUAllocator: (?:can't allocate|not enough) memory|"
       r"std::bad_alloc|[Mm]emory limit reached|"
       r"Unable to allocate [\d.]+ [KMGT]i?B|can't allocate memory|[Oo]ut of (?:host|CPU|system) memory))",

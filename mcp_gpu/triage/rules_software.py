@@ -15,11 +15,11 @@ _rule = _TABLE.add
 _rule("dataloader.shm", "dataloader_error", "error", "DataLoader workers ran out of shared memory (/dev/shm)",
       r"killed by signal: Bus error|Unexpected bus error encountered in worker|unable to write to file </torch_|"
       r"received (?:0|%d) items of ancdata|could not unlink the shared memory file|out of shared memory|"
-      r"Too many open files|insufficient shared memory|"
+      r"Too many open files|insufficient shared memory|unable to (?:mmap|open|write) .{0,60}</torch_|shared file mapping|"
       r"/dev/shm.{0,80}(?:[Nn]o space|full|too small|[Ii]nsufficient|[Bb]us error)",
       fix.SHM, gotcha="train.DP15",
       needles=("bus error", "unable to write to file </torch_", "ancdata", "could not unlink the shared memory",
-               "shared memory", "too many open files",
+               "shared memory", "too many open files", "</torch_", "shared file mapping",
                "/dev/shm"))
 _rule("dataloader.collate", "dataloader_error", "error", "batch samples have different shapes",
       r"stack expects each tensor to be equal size", fix.COLLATE, gotcha="train.DP4")
@@ -31,7 +31,8 @@ _rule("net.in_worker", "network_stall", "error", "a DataLoader worker's download
       r"DataLoader worker", fix.NETWORK, gotcha="AD2", needles=("in dataloader worker",))
 _rule("dataloader.worker_exc", "dataloader_error", "error", "an exception inside a DataLoader worker",
       r"Caught \w+ in DataLoader worker process \d+|in DataLoader worker process|DataLoader worker.*(?:failed|error)|"
-      r"DataLoader(?:Iter)? .*worker.*(?:exception|crashed)", fix.DATALOADER, needles=("dataloader",))
+      r"DataLoader(?:Iter)? .*worker.*(?:exception|crashed)|Critical error in pipeline", fix.DATALOADER,
+      needles=("dataloader", "critical error in pipeline"))
 _rule("dataloader.timeout", "dataloader_error", "error", "a DataLoader worker timed out",
       r"DataLoader timed out after \d+", fix.DL_TIMEOUT)
 _rule("dataloader.signal", "dataloader_error", "error", "a DataLoader worker was killed by a signal",
@@ -40,9 +41,9 @@ _rule("dataloader.signal", "dataloader_error", "error", "a DataLoader worker was
       fix.DATALOADER, gotcha="train.DP9", fatal=True, ignore_case=True,
       needles=("worker (pid", "dataloader", "data loader", "data_loader"))
 _rule("dataloader.exited", "dataloader_error", "error", "a DataLoader worker exited unexpectedly",
-      r"worker \(pid\(?s?\)?[^)]*\)? exited unexpectedly|_worker_loop|pin_memory_thread",
+      r"worker \(pid\(?s?\)?[^)]*\)? exited unexpectedly|_worker_loop|pin_memory_thread|[Pp]in memory thread exited",
       fix.DATALOADER, gotcha="train.DP9", role="cascade", fatal=True,
-      needles=("exited unexpectedly", "_worker_loop", "pin_memory_thread"))
+      needles=("exited unexpectedly", "_worker_loop", "pin_memory_thread", "pin memory thread exited"))
 
 # --- imports, configs, credentials
 _rule("code.framework_bug", "traceback", "error", "a bug in the training code (shapes, devices, autograd, tracing)",
