@@ -460,7 +460,8 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
                        inodes_free)
     # "No space left on device" while the pasted `df` shows room everywhere: the inodes ran out (df -i tells)
     df_has_room = scan.df_bytes_max is not None and scan.df_bytes_max < DF_ROOM_PERCENT
-    if _inodes_explain_enospc(disk_free_bytes, inodes_free) or df_has_room:
+    df_inodes_nearly_out = scan.df_inodes_max is not None and scan.df_inodes_max >= DF_ROOM_PERCENT
+    if _inodes_explain_enospc(disk_free_bytes, inodes_free) or df_has_room or df_inodes_nearly_out:
         for h in hits:
             if h.rule.id == "disk.enospc":
                 h.rule = SIGNALS["enospc_inodes"]

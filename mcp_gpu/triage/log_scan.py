@@ -39,6 +39,7 @@ _EXC_LOOK = re.compile(r"^(?:[\w.]+: )?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?::|$)")
 
 
 _DF_HEADER = re.compile(r"^\s*Filesystem\s.*?\b(I?Use%)\s+Mounted on\s*$")
+_DF_INODE_COLUMNS = re.compile(r"\bInodes\b")  # busybox's `df -i` heads its table `Inodes Used Available Use%`
 
 
 _DF_ROW = re.compile(r"^\s*(\S+)\s+(?:\S+\s+){2,3}(\d{1,3})%\s+(/\S*)\s*$")
@@ -149,6 +150,7 @@ class _Scan:
         self.overflow: list[tuple[int, float | None]] = []
         self.hit_lines: set[int] = set()
         self.df_bytes_max: int | None = None  # fullest real filesystem in a pasted `df` (bytes) table
+        self.df_inodes_max: int | None = None  # and in a pasted `df -i` table
         self._skip_to = 0
         for line in needle_lines(text):
             if line.start < self._skip_to:
@@ -266,7 +268,7 @@ class _Scan:
         if segments and segments[0][:1] in " \t" and self._after_frame_line(start):
             return  # the source line a traceback frame quotes (`raise OutOfMemoryError(...)`): code, not an event
         if "mounted on" in found and len(segments) == 1 and (df := _DF_HEADER.match(segments[0])):
-            self._walk_df(end + 1, inodes=df.group(1) == "IUse%")
+            self._walk_df(end + 1, inodes=df.group(1) == "IUse%" or _DF_INODE_COLUMNS.search(segments[0]) is not None)
             return
         for seg in segments:
             rest = tb_rest(seg)
@@ -297,6 +299,8 @@ class _Scan:
             real = not device.startswith("/dev/loop") and not mount.startswith("/snap")
             if real and not inodes:
                 self.df_bytes_max = max(self.df_bytes_max or 0, int(percent))
+            if real and inodes:
+                self.df_inodes_max = max(self.df_inodes_max or 0, int(percent))
             if int(percent) >= DF_FULL_PERCENT and real:
                 self.hits.append(_Hit(DF_INODES if inodes else DF_DISK, pos, raw.strip(), "critical", "cause"))
                 self.hit_lines.add(pos)

@@ -102,6 +102,13 @@ _rule("inodes.df", "inode_exhausted", "critical", "the filesystem is out of inod
       r"(?<!open )files limit (?:reached|exceeded)",
       fix.INODES, gotcha="U7", needles=("inode", "iuse%", "file count", "file number", "files quota",
                                         "file quota", "file limit", "too many files", "files limit"))
+# ENOSPC when a file is created or linked, not written (Go's `open <path>: no space left on device` while a tar
+# layer is extracted, a store's hard links): creating needs an inode, writing needs bytes — on a disk full of bytes
+# the open succeeds and the write fails. (mkdir is left out: a new directory also needs a block.)
+_rule("inodes.create", "inode_exhausted", "critical", "creating files failed with no space left: inodes ran out",
+      r"(?:^|[\s:])(?:open|link|symlink|mknod) /\S+: no space left on|cannot link '[^']*' to '[^']*': No space left|"
+      r"failed to create hard link.{0,200}No space left", fix.INODES, gotcha="U7", confidence=0.6,
+      needles=("no space left on", "cannot link", "failed to create hard link"), ignore_case=False)
 # ENOSPC from inotify is a kernel limit on file watchers, not a full disk (dev servers, watchers in notebooks)
 _rule("config.inotify", "import_or_config_error", "error", "the kernel's limit on file watchers was reached",
       r"System limit for number of file watchers reached|inotify watch limit", fix.ARGS,
