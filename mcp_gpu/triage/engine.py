@@ -4,13 +4,16 @@
     triage_text(pasted_log) -> TriageReport
 
 How a verdict is reached:
+0. A pasted log is first read as the program printed it (`paste.normalise`: quote marks, a decoration every line
+   shares, a code block's indent and hard wraps undone).
 1. One pass finds the lines that hold a rule's needle (`scan.needle_lines`); each is cleaned (ANSI colours,
    `[rank0]:` / srun `0: ` prefixes, tqdm's carriage-return redraws) and judged by `rules.RULES`, first match wins.
    A Python traceback is walked to its final exception line (the first line back at column 0): frames are code
    text and are not judged; an exception no rule explains is an unclassified `traceback`.
 2. Recovery: a line followed by more training progress, with no fatal sign in between, was survived (a caught and
-   logged traceback, a retried download, an overflow skipped at warm-up). It is reported as `info`, never as the
-   cause. A fatal sign (`Rule.fatal`: a segfault, `Killed`, a non-zero worker exit, ChildFailedError) is never
+   logged traceback, a retried download, an overflow skipped at warm-up), and so is a line that says how the program
+   copes with it ("..., skipping", "falling back to"). It is reported as `info`, never as the cause.
+   A fatal sign (`Rule.fatal`: a segfault, `Killed`, a non-zero worker exit, ChildFailedError) is never
    survived, so a log that holds one is never `healthy`.
 3. Trends: fp16 overflow lines are judged as a series: the loss scale falling below 1 (or pinned at 1) is
    `nan_inf`; a few halvings at warm-up followed by training are not.
