@@ -542,7 +542,7 @@ def triage_text(text: str, exit_code: int | None = None) -> TriageReport:
     """Triage a whole pasted log, linear in its size."""
     if "\x1b" in text:
         text = ANSI.sub("", text)
-    text = normalise(text.replace("\r\n", "\n"))
+    text = normalise(text.replace("\r\n", "\n") if "\r\n" in text else text)
     result = _triage_text(text, exit_code=exit_code, complete=True)
     conf = 0.0
     if result.primary != "healthy" and result.findings and isinstance(result.findings[0], TriageFinding):

@@ -94,9 +94,14 @@ def strip_shared_prefix(text: str) -> str:
     return re.sub("(?m)^" + "".join(parts), "", text)
 
 
+_AT_COLUMN_0 = re.compile(r"\n[^\s]")
+
+
 def dedent(text: str) -> str:
     """A paste indented as a code block: the indent every non-blank line shares (the first line, often copied
     from its first character, may lack it) is removed. A paste of traceback frames alone keeps its shape."""
+    if _AT_COLUMN_0.search(text):
+        return text  # the common case, found at C speed: a line after the first starts at column 0
     lines = text.split("\n")
     body = [line for line in lines[1:] if line.strip()]
     if len(body) < PREFIX_MIN_LINES:  # a short paste: its first line counts too
@@ -117,6 +122,7 @@ def dedent(text: str) -> str:
 WRAP_MIN_WIDTH = 60  # narrower "wrapping" is just short lines
 WRAP_MIN_LINES = 3
 WRAP_SHARE = 0.3  # of the lines at least WRAP_MIN_WIDTH long, the share that must have exactly the wrap width
+WRAP_SAMPLE_CHARS = 2_000_000
 _BAR_LIKE = re.compile(r"\|[^|]*\|| it/s| s/it|\d+/\d+ \[")
 
 
@@ -125,13 +131,15 @@ def unwrap(text: str) -> str:
     found from the text (many lines of exactly one length of at least WRAP_MIN_WIDTH, progress bars not counted);
     a line of that width is joined with the next only where the join makes a rule's words whole, so that lines
     which merely happen to share a length (NCCL chatter, tables) stay as they are."""
-    lines = text.split("\n")
-    widths = Counter(len(line) for line in lines if len(line) >= WRAP_MIN_WIDTH and not _BAR_LIKE.search(line))
+    # the width is found from a sample (the head of a long log), so a log that was not wrapped costs little
+    sample = text[:WRAP_SAMPLE_CHARS].split("\n")
+    widths = Counter(len(line) for line in sample if len(line) >= WRAP_MIN_WIDTH and not _BAR_LIKE.search(line))
     if not widths:
         return text
     width, count = widths.most_common(1)[0]
     if count < WRAP_MIN_LINES or count < WRAP_SHARE * sum(widths.values()):
         return text
+    lines = text.split("\n")
     out: list[str] = []
     i = 0
     while i < len(lines):
@@ -162,10 +170,15 @@ def unwrap_tail(text: str) -> str:
     """A long line near the end cut at no fixed width (a viewer wrapping one message, tabs making widths unequal)
     and continued on the next line mid-word (`... cudaMalloc fail` / `ed: out of memory`): joined when the join
     makes a rule's words whole. Only the last TAIL_LINES lines are looked at, so the cost does not grow with the log."""
-    lines = text.split("\n")
-    start = max(0, len(lines) - TAIL_LINES)
-    out = lines[:start]
-    i = start
+    cut = len(text)
+    for _ in range(TAIL_LINES):  # where the last TAIL_LINES lines start, without splitting the whole log
+        cut = text.rfind("\n", 0, cut)
+        if cut < 0:
+            break
+    head, tail_text = (text[:cut + 1], text[cut + 1:]) if cut >= 0 else ("", text)
+    lines = tail_text.split("\n")
+    out: list[str] = []
+    i = 0
     while i < len(lines):
         line = lines[i]
         while i + 1 < len(lines) and len(line) >= WRAP_MIN_WIDTH:
@@ -178,5 +191,5 @@ def unwrap_tail(text: str) -> str:
             line += tail
         out.append(line)
         i += 1
-    return "\n".join(out)
+    return head + "\n".join(out)
 
