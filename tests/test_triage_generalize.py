@@ -569,3 +569,14 @@ def test_nan_in_an_eval_loss_beside_a_finite_train_loss_is_not_divergence() -> N
     assert primary("{'eval_loss': nan, 'epoch': 1.0}\nNo validation samples were found; skipping evaluation.\n") == \
         "healthy"
     assert primary("Epoch 3: val_loss=nan, train_loss=nan\nEpoch 4: val_loss=nan, train_loss=nan\n") == "nan_inf"
+
+
+def test_a_data_loaders_timed_out_get_is_read_by_the_framework_it_was_raised_in() -> None:
+    log = ("Exception in thread Thread-1:\nTraceback (most recent call last):\n"
+           '  File "/opt/conda/lib/python3.7/site-packages/paddle/fluid/dataloader/dataloader_iter.py", line 620, in'
+           " _get_data\n"
+           "    data = self._data_queue.get(timeout=self._timeout)\n"
+           '  File "/opt/conda/lib/python3.7/multiprocessing/queues.py", line 105, in get\n'
+           "    raise Empty\n_queue.Empty\n")
+    assert primary(log) == "dataloader_error"
+    assert primary(log.replace("paddle/fluid/dataloader/dataloader_iter.py", "app/jobs.py")) == "traceback"

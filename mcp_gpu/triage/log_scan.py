@@ -81,7 +81,7 @@ _IPY_FRAME = re.compile(r"^(?:File \S.*:\d+, in \S|\S+\.py(?:x|c)? in \S+\(|(?:C
 
 # a generic exception type whose message may say nothing (`OSError: [Errno 0] Error`): where it was raised tells more
 _GENERIC_TYPES = re.compile(r"^(?:[\w.]+\.)?(?:OSError|IOError|EnvironmentError|RuntimeError|SystemError|Exception|"
-                            r"error|Error)\b")
+                            r"error|Error|Empty)\b")  # (`_queue.Empty`: a timed-out get, named by its caller)
 
 
 # an exception line with no message: the message is on the lines below it (a multi-line `raise X("""...""")`)

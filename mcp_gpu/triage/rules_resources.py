@@ -163,6 +163,10 @@ _rule("cuda_oom.ascend", "cuda_oom", "error", "accelerator memory ran out (Ascen
       r"mem_dynamic_allocator\.cc:\d+\] \w*(?:AddMemBlock|Alloc)",
       fix.CUDA_OOM, gotcha="U10", needles=("memory_allocation_failure", "rtmalloc fail", "available memory is insufficient",
                                            "mem_dynamic_allocator.cc"))
+# XLA's out-of-memory report lists the peak buffers (`Peak buffers:` / `Buffer 3: Size: 96.00MiB ... XLA Label:`);
+# a paste may hold only that listing
+_rule("cuda_oom.xla_peak", "cuda_oom", "error", "accelerator memory ran out (XLA's peak-buffer report)",
+      r"\bPeak buffers:|^\s*XLA Label: \S", fix.CUDA_OOM, gotcha="U10", needles=("peak buffers:", "xla label: "))
 _rule("cuda_oom.tpu", "cuda_oom", "error", "accelerator memory ran out (TPU)",
       r"Attempting to (?:reserve|allocate) [\d.]+\s*[KMGT]i?B? at the bottom of memory", fix.CUDA_OOM, gotcha="U10",
       needles=("at the bottom of memory",))

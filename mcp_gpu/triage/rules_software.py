@@ -55,6 +55,12 @@ _rule("code.framework_bug", "traceback", "error", "a bug in the training code (s
                               "backward through the graph a second time", "the size of tensor a", "expected input batch_size",
                               "tracerboolconversionerror", "concretizationtypeerror", "tracerarrayconversionerror",
                               "unexpectedtracererror", "sizes of tensors must match"))
+# Julia: a package that is not installed or did not build (`ArgumentError: Package X not found`, a missing
+# deps/deps.jl, precompilation failing)
+_rule("config.julia", "import_or_config_error", "error", "a Julia package is missing or did not build",
+      r"ArgumentError: Package \S+ not found in current path|could not open file \S*[/\\]deps[/\\]deps\.jl|"
+      r"Failed to precompile \S+|ERROR: LoadError: InitError", fix.MODULE, gotcha="U5",
+      needles=("argumenterror: package", "deps.jl", "failed to precompile", "loaderror: initerror"))
 _rule("config.module", "import_or_config_error", "error", "a Python module is missing",
       r"ModuleNotFoundError\b|No module named ", fix.MODULE, gotcha="U5",
       needles=("modulenotfounderror", "no module named"))
