@@ -169,7 +169,8 @@ _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit end
                "time limit", "runtime limit", "due to time limit", "deadlineexceeded", "state: timeout",
                "job has timed out"))
 _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted the job",
-      r"DUE TO PREEMPTION|\bPREEMPTED\b|\bPREEMPTION_IN_PROGRESS\b|[Pp]reemption triggered|[Pp]re-empt(?:ed|ion)\b|PreemptionError|(?:due to|by|because of) (?:\w+ )?[Pp]reemption|"
+      r"DUE TO PREEMPTION|\bPREEMPTED\b|\bPREEMPTION_IN_PROGRESS\b|[Pp]reemption triggered|"
+      r"[Pp]re-empt(?:ed|ion)\b|PreemptionError|(?:due to|by|because of) (?:\w+ )?[Pp]reemption|"
       r"INTERRUPTED_BY_\w+|Job reconnection failed|Job was evicted|JobEvictedEvent|spot/instance-action|"
       r"\b(?:Pod|MPIJob|Job|Workload)Evicted\b|"
       r"[Ss]pot (?:[Ii]nstance )?[Ii]nterruption|[Pp]reemption notice|EventType\W{1,4}Preempt\b|state: PREEMPTED\b|"
