@@ -519,6 +519,15 @@ def test_a_generic_error_is_read_by_where_it_was_raised() -> None:
     assert primary(frames + "TypeError: unsupported operand type(s) for +: 'int' and 'str'\n") == "traceback"
     user = frames.replace("urllib3/connection.py", "mylib/model.py").replace("/env/lib/ssl.py", "/app/model.py")
     assert primary(user + "OSError: [Errno 0] Error\n") == "traceback"
+    # a timed-out queue get, named by the data loader whose frame called it
+    loader = ("Traceback (most recent call last):\n"
+              '  File "/opt/conda/lib/python3.7/site-packages/paddle/fluid/dataloader/dataloader_iter.py", line 620, in'
+              " _get_data\n"
+              "    data = self._data_queue.get(timeout=self._timeout)\n"
+              '  File "/opt/conda/lib/python3.7/multiprocessing/queues.py", line 105, in get\n'
+              "    raise Empty\n_queue.Empty\n")
+    assert primary(loader) == "dataloader_error"
+    assert primary(loader.replace("paddle/fluid/dataloader/dataloader_iter.py", "app/jobs.py")) == "traceback"
 
 
 def test_a_paste_of_frames_without_their_header_ended_inside_the_traceback() -> None:
@@ -571,12 +580,8 @@ def test_nan_in_an_eval_loss_beside_a_finite_train_loss_is_not_divergence() -> N
     assert primary("Epoch 3: val_loss=nan, train_loss=nan\nEpoch 4: val_loss=nan, train_loss=nan\n") == "nan_inf"
 
 
-def test_a_data_loaders_timed_out_get_is_read_by_the_framework_it_was_raised_in() -> None:
-    log = ("Traceback (most recent call last):\n"
-           '  File "/opt/conda/lib/python3.7/site-packages/paddle/fluid/dataloader/dataloader_iter.py", line 620, in'
-           " _get_data\n"
-           "    data = self._data_queue.get(timeout=self._timeout)\n"
-           '  File "/opt/conda/lib/python3.7/multiprocessing/queues.py", line 105, in get\n'
-           "    raise Empty\n_queue.Empty\n")
-    assert primary(log) == "dataloader_error"
-    assert primary(log.replace("paddle/fluid/dataloader/dataloader_iter.py", "app/jobs.py")) == "traceback"
+def test_too_few_gpus_is_not_too_little_gpu_memory() -> None:
+    # "not enough" near a GPU word names memory only when it is about memory
+    tb = 'Traceback (most recent call last):\n  File "t.py", line 1, in <module>\n    main()\n'
+    assert primary(tb + "RuntimeError: not enough GPU devices for tensor parallel size 8\n") != "cuda_oom"
+    assert primary(tb + "RuntimeError: not enough VRAM to allocate activation buffer\n") == "cuda_oom"

@@ -18,7 +18,7 @@ TOPIC_CONFIDENCE = 0.5
 
 _GPU = r"(?:GPU|CUDA|[Cc]uda|VRAM|vram|HBM|cuDNN|cudnn|cuBLAS|cublas|ROCm|HIP|XLA|TPU|NPU|accelerator)"
 _EXHAUSTED = r"(?:out of memory|OOM\b|memory (?:is )?(?:exhausted|full|insufficient)|insufficient memory|not enough memory|" \
-             r"[Ff]ailed to allocate|cannot allocate|allocation failed|exhausted|not enough|budget exceeded)"
+             r"[Ff]ailed to allocate|cannot allocate|allocation failed|exhausted|memory budget exceeded)"
 _TIMEOUT = r"(?:timed? ?out|times out|timeout|[Tt]ime ?[Oo]ut|did not (?:finish|complete|respond|join|arrive)\b.{0,40}?" \
            r"(?:in time|within)|hung|" \
            r"hang(?:s|ing)?\b|stuck)"
@@ -33,7 +33,7 @@ LEXICON: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cls, re.compile(p)) fo
     ("disk_full", r"\b(?:[Dd]isk|[Ss]torage|[Vv]olume|[Ff]ile ?system) (?:space|full|quota|is full)|\b[Nn]o space\b|"
                   r"\b(?:device|disk|volume|drive) (?:is )?full\b|\bno free (?:disk )?space\b|"
                   r"\bENOSPC\b|\bEDQUOT\b|\bquota exceeded\b|space left on"),
-    ("cuda_oom", rf"\b{_GPU}\b.{{0,50}}{_EXHAUSTED}|{_EXHAUSTED}.{{0,50}}\b{_GPU}\b"),
+    ("cuda_oom", rf"\b{_GPU}\b.{{0,50}}{_EXHAUSTED}|{_EXHAUSTED}.{{0,50}}\b{_GPU}\b|\bnot enough (?:free )?(?:VRAM|HBM)\b"),
     ("host_oom_killed", r"\bout of memory\b|\bOOM\b|\bmemory (?:exhausted|limit exceeded)|\b(?:RAM|host memory|system "
                         r"memory|CPU memory)\b.{0,30}(?:exhausted|full|exceeded|ran out)|\b[Kk]illed\b.{0,30}\bmemory\b"),
     ("nan_inf", r"\b(?:NaN|nan|Inf|inf|infinite|non-?finite)\b.{0,40}\b(?:loss|grad\w*|output|logits?|weights?|"
