@@ -19,6 +19,8 @@ from mcp_gpu.triage.rules import (
     GENERIC_TRACEBACK,
     LOG_ERROR,
     NAN_ASSERT,
+    QUOTA_BLOCKS,
+    QUOTA_FILES,
     RULES,
     TRUNCATED_THREAD,
     TRUNCATED_TRACEBACK,
@@ -43,6 +45,14 @@ _DF_INODE_COLUMNS = re.compile(r"\bInodes\b")  # busybox's `df -i` heads its tab
 
 
 _DF_ROW = re.compile(r"^\s*(\S+)\s+(?:\S+\s+){2,3}(\d{1,3})%\s+(/\S*)\s*$")
+# the column header of a quota report: block usage, its quota and limit, then the file count, its quota and limit
+_QUOTA_HEADER = re.compile(r"^\s*Filesystem\b.*?\b(?:blocks|kbytes|space|used|[KMGTP]i?B)\b.*?\bquota\b.*?\blimit\b"
+                           r".*?\b(files)\b.*?\bquota\b.*?\blimit\b", re.IGNORECASE)
+# one usage / soft quota / hard limit triple of a row ("4096M* 4000M 4500M", "9074608 8250000 9075000")
+_QUOTA_TRIPLE = re.compile(r"(?<![\w.*])(\d+(?:\.\d+)?)([KMGTP]?)i?B?(\*?)\s+(\d+(?:\.\d+)?)([KMGTP]?)i?B?\*?\s+"
+                           r"(\d+(?:\.\d+)?)([KMGTP]?)i?B?\*?(?![\w.])", re.IGNORECASE)
+_UNIT = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+QUOTA_ROWS = 20  # rows read under a quota header
 
 
 # a traceback from a thread that only feeds a queue (multiprocessing's feeder): the process itself goes on
@@ -135,6 +145,16 @@ def _trim(line: str) -> str:
     """An evidence line: remote text, so escape sequences and control characters go (`untrusted.clean_line`)."""
     line = clean_remote(line).strip()
     return line if len(line) <= EVIDENCE_CHARS else line[: EVIDENCE_CHARS - 1] + "…"
+
+
+def _quota_reached(triple: re.Match[str]) -> bool:
+    """Usage at or past its soft quota or its hard limit (0 means none), or starred by the tool as over."""
+    def amount(value: str, unit: str) -> float:
+        return float(value) * _UNIT[unit.upper()]
+    used = amount(triple.group(1), triple.group(2))
+    soft = amount(triple.group(4), triple.group(5))
+    hard = amount(triple.group(6), triple.group(7))
+    return bool(triple.group(3)) or (soft > 0 and used >= soft) or (hard > 0 and used >= hard)
 
 
 class _Scan:
@@ -267,6 +287,9 @@ class _Scan:
         segments = clean_segments(raw)
         if segments and segments[0][:1] in " \t" and self._after_frame_line(start):
             return  # the source line a traceback frame quotes (`raise OutOfMemoryError(...)`): code, not an event
+        if "quota" in found and len(segments) == 1 and (head := _QUOTA_HEADER.match(segments[0])):
+            self._walk_quota(end + 1, head.start(1))
+            return
         if "mounted on" in found and len(segments) == 1 and (df := _DF_HEADER.match(segments[0])):
             self._walk_df(end + 1, inodes=df.group(1) == "IUse%" or _DF_INODE_COLUMNS.search(segments[0]) is not None)
             return
@@ -304,6 +327,32 @@ class _Scan:
             if int(percent) >= DF_FULL_PERCENT and real:
                 self.hits.append(_Hit(DF_INODES if inodes else DF_DISK, pos, raw.strip(), "critical", "cause"))
                 self.hit_lines.add(pos)
+            pos = end + 1
+        self._skip_to = pos
+
+    def _walk_quota(self, pos: int, files_col: int) -> None:
+        """The rows of a pasted quota report: a row whose file count reached its quota or limit (or is starred)
+        is out of inodes; one whose block usage did is out of bytes. A row holds the block triple, then the file
+        triple; a row with one triple is placed by its column (a long filesystem name may sit on a line of its own)."""
+        for _ in range(QUOTA_ROWS):
+            if pos >= len(self.text):
+                break
+            raw, end = self._physical(pos)
+            segs = clean_segments(raw)
+            row = segs[-1] if segs else ""
+            if not row.strip():
+                break
+            triples = list(_QUOTA_TRIPLE.finditer(row))
+            if not triples and any(ch.isdigit() for ch in row) and "quota" not in row.lower():
+                break  # the table ended: a log line with numbers in it
+            if len(triples) >= 2:
+                placed = [(triples[0], QUOTA_BLOCKS), (triples[1], QUOTA_FILES)]
+            else:
+                placed = [(t, QUOTA_FILES if t.start() >= files_col - 2 else QUOTA_BLOCKS) for t in triples]
+            for triple, rule in placed:
+                if _quota_reached(triple):
+                    self.hits.append(_Hit(rule, pos, raw.strip(), "critical", "cause"))
+                    self.hit_lines.add(pos)
             pos = end + 1
         self._skip_to = pos
 

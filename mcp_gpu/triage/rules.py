@@ -89,6 +89,12 @@ DF_DISK = Rule("disk.df", "disk_full", "critical", "a filesystem is full (df)", 
 DF_INODES = Rule("inodes.df", "inode_exhausted", "critical", "a filesystem is out of inodes (df -i)", _re(r"$^"),
                  fix.INODES, "U7")
 DF_FULL_PERCENT = 98
+# A quota report pasted into the log (`quota`, `lfs quota`, GPFS `mmlsquota`): the file-count columns at their limit
+# mean inodes ran out even when the block columns have room; the block columns at theirs mean bytes did.
+QUOTA_FILES = Rule("inodes.quota", "inode_exhausted", "critical", "the file-count (inode) quota is used up",
+                   _re(r"$^"), fix.INODES, "U7")
+QUOTA_BLOCKS = Rule("disk.quota_table", "disk_full", "critical", "the block (bytes) quota is used up", _re(r"$^"),
+                    fix.QUOTA, "U6")
 
 
 def _synthetic(rule_id: str, cls: str, severity: Severity, title: str, remedy: str, *,

@@ -96,7 +96,7 @@ _rule("config.crlf", "import_or_config_error", "error", "the script has Windows 
 
 # --- inodes and disk space (U6, U7) before anything that a full disk can cause
 _rule("inodes.df", "inode_exhausted", "critical", "the filesystem is out of inodes",
-      r"[Oo]ut of inodes|no (?:free )?inodes|inodes? (?:are |is )?(?:exhausted|full|used up)|IUse%.*\b100%|"
+      r"[Oo]ut of inodes|[Nn]o (?:free )?inodes|inodes? (?:are |is )?(?:exhausted|full|used up)|IUse%.*\b100%|"
       r"[Ii]node (?:quota|limit) (?:exceeded|reached)|[Ff]ile (?:count|number) (?:quota|limit)|"
       r"files? quota exceeded|exceeded (?:the )?(?:file|inode) (?:quota|limit)|[Tt]oo many files|\binode quota\b|"
       r"(?<!open )files limit (?:reached|exceeded)",
@@ -122,7 +122,8 @@ _rule("disk.torch_save", "disk_full", "critical", "torch.save failed mid-write: 
 _rule("disk.enospc", "disk_full", "critical", "no space left on device",
       r"No space left on device|\[Errno 28\]|\bENOSPC\b|[Nn]ot enough (?:free )?(?:disk )?space|"
       r"enough free space in /|[Dd]isk (?:is )?full|"
-      r"insufficient (?:disk )?space|out of disk space|[Nn]o space left|Write failed.*space|is over \d+% full|"
+      r"insufficient (?:disk )?space|out of disk ?space|[Oo]ut of diskspace|"
+      r"[Nn]o space left|Write failed.*space|is over \d+% full|"
       r"(?:[Dd]isk|[Ff]ilesystem|[Vv]olume|[Pp]artition|[Ss]torage).{0,60}\b(?:9\d|100)% (?:full|used)",
       fix.DISK, gotcha="U6", needles=("space", "[errno 28]", "enospc", "disk full", "disk is full", "% full", "% used"))
 _rule("disk.quota", "disk_full", "critical", "disk quota exceeded", r"Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b",

@@ -156,7 +156,7 @@ _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit end
       r"DUE TO TIME LIMIT|\bDeadlineExceeded\b|[Ww]all ?time \d+ exceeded limit|TERM_RUNLIMIT|"
       r"exceeded (?:the |its )?(?:wall ?time|run ?time) limit|job killed: walltime|[Ww]all ?clock limit|"
       r"exceeded the maximum (?:execution |run ?|wall ?)?time|execution took longer than|TERM_CPULIMIT|"
-      r"exceeded hard wallclock|"
+      r"exceeded hard wallclock|[Mm]aximum (?:run ?time|runtime|session (?:length|time))\b.{0,30}\b(?:reached|exceeded)|"
       r"exceeded (?:the )?CPU (?:time )?limit|DUE TO JOB NOT ENDING WITH SIGNALS|cput \d+ exceeded limit|enforced h_rt|"
       r"active longer than specified deadline|MaxRuntimeExceeded|MaxWaitTimeExceeded|[Ss]ession timed out|"
       r"\(state: TIMEOUT\)|Job has timed out\. Ran \d+ minutes",
@@ -167,7 +167,7 @@ _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit end
                "enforced h_rt", "longer than specified deadline", "maxruntimeexceeded", "maxwaittimeexceeded",
                "session timed out", "hard wallclock", "cpu limit", "cpu time limit",
                "time limit", "runtime limit", "due to time limit", "deadlineexceeded", "state: timeout",
-               "job has timed out"))
+               "job has timed out", "maximum run", "maximum session"))
 _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted the job",
       r"DUE TO PREEMPTION|\bPREEMPTED\b|\bPREEMPTION_IN_PROGRESS\b|[Pp]reemption triggered|"
       r"[Pp]re-empt(?:ed|ion)\b|PreemptionError|(?:due to|by|because of) (?:\w+ )?[Pp]reemption|"
@@ -197,8 +197,11 @@ _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted
                "scheduledevents", "shutdown signal", "shutdown notice", "shutting down"))
 _rule("sched.cancelled", "cancelled", "warn", "the job was cancelled",
       r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|^KeyboardInterrupt\b|got signal: 2\b|TERM_OWNER|TERM_ADMIN|"
-      r"Job was aborted by the user", fix.CANCELLED,
-      needles=("cancelled at", "keyboardinterrupt", "got signal: 2", "term_owner", "term_admin", "aborted by the user"))
+      r"Job was aborted by the user|scancel: Terminating job|"
+      r"\b(?:[Jj]ob|[Rr]un|[Tt]ask|[Ss]tep)\b.{0,40}\b(?:cancell?ed|aborted) by (?:the )?(?:user|owner|admin\w*|root)\b",
+      fix.CANCELLED,
+      needles=("cancelled at", "keyboardinterrupt", "got signal: 2", "term_owner", "term_admin", "aborted by the user",
+               "scancel: terminating job", "cancelled by", "canceled by", "aborted by"))
 
 # --- the controlling terminal went away: every worker got SIGHUP (the SSH session or the tty closed)
 _rule("signal.sighup", "preempted", "error", "the terminal went away: the job got SIGHUP",
@@ -406,18 +409,28 @@ _rule("sched.node_fail", "preempted", "error", "the node failed or the job was r
       r"reboot: (?:Power down|Restarting system)|is being shut ?down|[Ss]hutting down (?:the )?(?:system|machine|host)|"
       r"[Rr]ecover(?:ing|ed) (?:from )?(?:preemption|the job|cluster)|[Ii]nstance (?:was |has been )?stopped|"
       r"[Pp]od (?:was |has been )?(?:stopped|terminated)|machine (?:is|went) offline|[Rr]untime disconnected|"
-      r"[Rr]untime (?:has been|was) disconnected",
+      r"[Rr]untime (?:has been|was) disconnected|"
+      # notices ahead of the stop, and what a cluster does to a pod it takes back
+      r"[Ss]cheduled for (?:termination|preemption|eviction)|"
+      r"(?:[Ii]nstance|[Nn]ode|VM|[Pp]od|[Mm]achine|[Hh]ost)\b.{0,40}[Ss]cheduled for (?:maintenance|deletion)|\b[Oo]utbid\b|"
+      r"[Kk]illing container with id|Need to kill Pod|[Aa]uto-requeue signal",
       fix.PREEMPT, gotcha="SLURM2", fatal=True,
       needles=("due to node fail", "node failure", "requeue", "pod", "nodeshutdown", "terminating pod", "going down for",
                "system is powering down", "system is rebooting", "reboot: power down", "reboot: restarting system",
                "shut down", "shutdown", "shutting down", "recover", "instance", "offline", "runtime disconnected",
                "runtime has been disconnected",
-               "runtime was disconnected"))
+               "runtime was disconnected", "scheduled for", "outbid", "killing container", "need to kill pod",
+               "auto-requeue"))
 _rule("signal.sigterm_words", "preempted", "error", "the job received SIGTERM",
       r"got SIGTERM|\bsignal 15\b|signal: terminated|[Cc]aught (?:signal )?15\b|(?:exit|"
       r"return)(?: with)? ?code[:= ]\s*(?:143|-15)\b|"
-      r"status:? ?143\b", fix.SIGTERM, role="sigterm", fatal=True,
-      needles=("got sigterm", "signal 15", "signal: terminated", "caught 15", "caught signal 15", "143", "-15"))
+      r"status:? ?143\b|"
+      # "Exit code is 143" (YARN), "exited with code 143", "a non-zero status of 143" (Vertex AI), LSF's summary
+      r"\b(?:[Ee]xit(?:ed)?|[Rr]eturn(?:ed)?|status)\b[^\n\d]{0,30}?(?:code|status)(?: is| of)?[:= ]\s*(?:143|-15)\b|"
+      r"[Tt]erminated by (?:signal )?(?:SIGTERM|TERM\b)|\bTERM signal\b|srun: error: \S+: tasks? [\d,-]+: Terminated\b",
+      fix.SIGTERM, role="sigterm", fatal=True,
+      needles=("got sigterm", "signal 15", "signal: terminated", "caught 15", "caught signal 15", "143", "-15",
+               "terminated by", "term signal", ": terminated"))
 _rule("cuda_oom.runtimes", "cuda_oom", "error", "GPU memory ran out (TensorRT, ONNX Runtime, CuPy)",
       r"Cuda Runtime \(out of memory\)|[Cc]uda [Ee]rror in .*\(out of memory\)|GPU memory allocation error|"
       r"[Rr]equested amount of GPU memory .{0,40}could not be allocated|BFCArena.{0,80}Failed to allocate|"
@@ -431,14 +444,17 @@ _rule("cuda_oom.words", "cuda_oom", "error", "GPU memory ran out",
       r"cudaMalloc\w* (?:failed|error)|Unable to find a valid cuDNN algorithm|MPS backend out of memory|"
       r"XPU out of memory|out of (?:GPU|VRAM|video) memory|Tried to allocate [\d.]+ ?[KMGT]i?B|ResourceExhaustedError|"
       r"Dst tensor is not initialized|"
-      r"cuMemAlloc\w* failed",
+      r"cuMemAlloc\w* failed|unable to allocate (?:\w+ )?(?:backend|CUDA\d*|device|GPU) buffer",
       fix.CUDA_OOM, gotcha="U10", needles=("cudamalloc", "unable to find a valid cudnn algorithm",
                                            "mps backend out of memory", "xpu out of memory", "out of gpu memory",
                                            "out of vram", "out of video memory", "tried to allocate",
-                                           "resourceexhaustederror", "cumemalloc", "dst tensor is not initialized"))
+                                           "resourceexhaustederror", "cumemalloc", "dst tensor is not initialized",
+                                           "unable to allocate"))
 _rule("disk.words", "disk_full", "critical", "the disk or volume is full",
       r"[Ee]rrno[ =]28\b|(?:[Vv]olume|[Ss]torage|[Dd]rive|[Pp]artition|[Ff]ilesystem|[Ff]ile system) (?:is )?full\b|"
-      r"[Ss]torage quota|[Dd]isk quota|exceeded (?:your |the )?(?:storage|disk) quota|No usable temporary directory|"
+      # (not the `quota` tool's own heading "Disk quotas for user bob (uid 1001):", which is read as a table)
+      r"[Ss]torage quota|[Dd]isk quota(?!s for (?:user|group|project|fileset)\b)|"
+      r"exceeded (?:your |the )?(?:storage|disk) quota|No usable temporary directory|"
       r"Resource exhausted: (?:/|[A-Za-z]:\\)",
       fix.DISK, gotcha="U6", needles=("errno 28", "errno=28", "full", "storage quota", "disk quota", "quota",
                                       "no usable temporary directory", "resource exhausted: "))

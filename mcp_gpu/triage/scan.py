@@ -32,7 +32,7 @@ TB_HEADER = "traceback (most recent call last)"
 # (also glued to the progress bar the crash interrupted: `...1.77it/s, loss=1.96]Traceback (most recent call last):`)
 _TB_HEADER_RE = re.compile(r"(?:^|\s|(?<=[\]|>)]))(?:Original )?Traceback \(most recent call last\):?")
 # structural needles: the exception line of a crash without its traceback header, and torchrun's exit codes
-_STRUCTURAL = (TB_HEADER, "error", "exception", "exitcode", "mounted on", "fatal", "critical")
+_STRUCTURAL = (TB_HEADER, "error", "exception", "exitcode", "mounted on", "fatal", "critical", "quota")
 
 
 class NeedleIndex:
