@@ -270,7 +270,8 @@ _rule("nan.loss", "nan_inf", "error", "the loss became NaN/inf",
       r"[-+]?(?:nan|inf(?:inity)?)\b(?!\s*(?:->|to\b))|"
       r"\bloss (?:is|became|was|=|has become|went to) (?:nan|inf|infinite)|returned nan values in its|"
       r"\bis not finite\b|non-finite|found invalid values|probability tensor contains either|"
-      r"^(?:\w+\.)*FloatingPointError\b|\bNaN (?:or Inf )?(?:loss|detected|found|encountered|values?)|"
+      r"^(?:\w+\.)*FloatingPointError\b|(?<!\b0 )(?<!\bno )(?<!\bzero )"  # "found 0 NaN values" counts none
+      r"\bNaN (?:or Inf )?(?:loss|detected|found|encountered|values?)|"
       r"(?:loss|gradient|grad)s? (?:is |are |contains? )?NaN|nan loss|Loss is nan|[Dd]etected (?:nan|inf)|"
       r"NaN or Inf found|loss is infinite|Encountered (?:a )?NaN|[Ll]oss (?:exploded|diverged)|"
       r"\bnan\b.*\bloss\b.*\bnan\b",

@@ -178,7 +178,7 @@ _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted
       r"(?:for|by) a higher[- ]priority (?:job|workload|task|pod)|"
       r"[Ii]nstance was preempted|Reason:\s*Evicted|[Pp]od (?:was )?evicted|low on resource|\b[Pp]reempted\b|"
       r"[Pp]reemption (?:notice|signal|detected|event|warning)|\b[Pp]reempting\b|"
-      r"[Tt]ermination [Nn]otice|instance-action|[Ss]pot (?:instance|node|VM|cluster|job|recovery)|"
+      r"[Tt]ermination [Nn]otice|instance-action|[Ss]pot recovery|"
       r"interruption notice|[Rr]ecovering (?:the )?(?:spot|cluster|job)|\bRECOVERING\b|"
       r"[Rr]eplicas? (?:\S+ )?(?:failing|preempted)|"
       r"[Nn]ode (?:was )?(?:drained|terminated|reclaimed|deleted|shut down|shutting down|removed|lost|failed)|"
@@ -195,6 +195,10 @@ _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted
                "node reclaimed", "node deleted", "node shut", "node removed", "node lost", "node failed", "node_fail",
                "nodenotready", "marked dead", "died", "instance", "maintenance event", "hosterror", "reclaim",
                "scheduledevents", "shutdown signal", "shutdown notice", "shutting down"))
+# a spot machine named (a launcher's plan, a config dump) is no stop by itself: it is the cause only when nothing
+# followed it, and never fatal
+_rule("sched.spot_mention", "preempted", "warn", "the job ran on a spot machine and stopped there",
+      r"[Ss]pot (?:instance|node|VM|cluster|job)", fix.PREEMPT, gotcha="SLURM2", needles=("spot",))
 _rule("sched.cancelled", "cancelled", "warn", "the job was cancelled",
       r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|^KeyboardInterrupt\b|got signal: 2\b|TERM_OWNER|TERM_ADMIN|"
       r"Job was aborted by the user|scancel: Terminating job|"
@@ -397,7 +401,8 @@ _rule("nan.value", "nan_inf", "error", "a NaN value in the training output",
       # not on a line whose training loss is finite: there the NaN is some other metric; nor a reinforcement-learning
       # episode statistic, which is NaN until the first episode ends (a mean over no episodes)
       r"^(?!.*(?:^|[\s,{'\"\]])(?:train_)?loss['\"]?\s*[:=]?\s*[-+]?\d)"
-      r"(?!.*\b(?:[Rr]eward|[Rr]eturn|ep_?\w+|[Ee]pisode\w*|eplen\w*)\b).*?(?:^|[\s|,:=(\[{'\"])[-+]?(?:nan|NaN|NAN)"
+      r"(?!.*\b(?:[Rr]eward|[Rr]eturn|ep_?\w+|[Ee]pisode\w*|eplen\w*)\b).*?(?:^|[\s|,:=(\[{'\"])"
+      r"(?<!\b0 )(?<!\b[Nn]o )[-+]?(?:nan|NaN|NAN)"  # (a count of none: "0 NaN values", "no NaN in the inputs")
       r"(?:$|[\s|,)\]}'\"%])", fix.NAN, gotcha="train.P8", needles=("nan",))
 _rule("nan.words", "nan_inf", "error", "the loss or the inputs became NaN/inf",
       r"Invalid loss, terminating training|Input contains (?:NaN|infinity)|[Ll]oss (?:has )?(?:gone|went) (?:to )?NaN|"
