@@ -94,11 +94,19 @@ _GENERIC_TYPES = re.compile(r"^(?:[\w.]+\.)?(?:OSError|IOError|EnvironmentError|
                             r"error|Error|Empty)\b")  # (`_queue.Empty`: a timed-out get, named by its caller)
 
 
+# the deepest frame inside the data loader's own machinery (its pin-memory thread, a worker's loop, TF's queue
+# runners): whatever the exception's type, the loader broke, not the model code (a dataset's own bug raised in a
+# worker is re-raised as "Caught X in DataLoader worker process", a rule of its own)
+_LOADER_INTERNAL = re.compile(r"torch[/\\]utils[/\\]data[/\\]_utils[/\\](?:pin_memory|worker)\.py|queue_runner_impl\.py")
+
 # an exception line with no message: the message is on the lines below it (a multi-line `raise X("""...""")`)
 _EMPTY_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):?\s*$")
 EXC_MESSAGE_LINES = 4
 FRAMES_AT_END = 60  # lines read back from the end of a paste for traceback frames with no header
 
+
+# a line of Python's warnings module: `path.py:52: UserWarning: message` (or the category alone at its start)
+_PY_WARNING = re.compile(r"^\s*(?:\S+\.py:\d+: )?(?:[A-Za-z_]\w*\.)*[A-Z]\w*Warning: ")
 
 # a log record at warning level (no error word): what it introduces was reported and passed over
 _WARNING_ONLY = re.compile(r"\b(?:WARN(?:ING)?|[Ww]arning)\b|^\s*W\d{4} ")
@@ -427,7 +435,8 @@ class _Scan:
                     and last_frame and _FINITE_CHECK.search(last_frame)):
                 # an assertion guarding finiteness (`assert not torch.isnan(loss)`): the values went NaN/inf
                 self.hits[-1] = _Hit(NAN_ASSERT, pos, f"{line.strip()} at: {last_frame}", "error", "cause", final=True)
-            elif (len(self.hits) == before + 1 and self.hits[-1].rule is GENERIC_TRACEBACK and _GENERIC_TYPES.match(line)
+            elif (len(self.hits) == before + 1 and self.hits[-1].rule is GENERIC_TRACEBACK
+                  and (_GENERIC_TYPES.match(line) or (frames and _LOADER_INTERNAL.search(frames[-1])))
                   and (hint := _frame_hint(frames)) is not None):
                 # `OSError: [Errno 0] Error` raised from ssl.py: the subsystem it came from names the class (weakly)
                 self.hits.append(_Hit(hint[0], pos, f"{line.strip()} (raised in {hint[0].cls} code: {hint[1]})",
@@ -478,6 +487,10 @@ class _Scan:
         exception = not final and _EXC_LINE.match(line) is not None
         if final and rule.role == "cause" and SEVERITY_RANK[severity] < SEVERITY_RANK["error"]:
             severity = "error"  # the exception that ended the run, not a logged warning
+        elif not final and not rule.fatal and SEVERITY_RANK[severity] > SEVERITY_RANK["warn"] and _PY_WARNING.match(line):
+            # printed by Python's warnings module (`file.py:52: UserWarning: CUDA initialization: ...`): the program
+            # said so and went on; it is the cause only if nothing else is (it still outranks a clean log)
+            severity = "warn"
         self.hits.append(_Hit(rule, index, line, severity, rule.role, final=final, exception=exception))
 
 

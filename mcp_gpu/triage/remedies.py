@@ -35,6 +35,9 @@ DEVICE_ASSERT = ("A kernel assertion fired, usually a label/index out of range: 
 CUDA_VERSION = ("The torch build does not match this GPU/driver: install a wheel for the box's CUDA and compute "
                     "capability, and drop torch pins from requirements.")
 DRIVER_FORWARD = "The image needs a newer CUDA than the host driver: pick a CUDA-version filter/image matching the driver."
+DRIVER_STATE = ("The machine's GPU driver is not usable: after a driver upgrade reboot (or reload the nvidia kernel "
+                "modules) so library and module match; on NVSwitch machines start nvidia-fabricmanager; in exclusive-"
+                "process mode check no other process holds the GPUs. Then relaunch; the code is not at fault.")
 NO_GPU = "torch sees no GPU: check the container has --gpus all (nvidia-container-toolkit), the driver, and a CUDA wheel."
 SHM = ("/dev/shm is too small for DataLoader workers: run the container with --shm-size=8g (or more), or "
            "torch.multiprocessing.set_sharing_strategy('file_system').")

@@ -128,16 +128,22 @@ _rule("disk.enospc", "disk_full", "critical", "no space left on device",
       fix.DISK, gotcha="U6", needles=("space", "[errno 28]", "enospc", "disk full", "disk is full", "% full", "% used"))
 _rule("disk.quota", "disk_full", "critical", "disk quota exceeded", r"Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b",
       fix.QUOTA, gotcha="U6")
+# an eviction kills the pod: a replacement pod scheduled after it is a restart from scratch, not the run going on
 _rule("disk.k8s_evicted", "disk_full", "error", "pod evicted: node low on ephemeral storage",
-      r"low on resource: ephemeral-storage|DiskPressure|ephemeral[- ](?:local )?storage (?:usage )?exceed", fix.EVICT_DISK,
-      gotcha="K8S5", needles=("ephemeral-storage", "diskpressure", "ephemeral local storage", "ephemeral storage"))
+      r"low on resource: ephemeral-storage|ephemeral[- ](?:local )?storage (?:usage )?exceed", fix.EVICT_DISK,
+      gotcha="K8S5", fatal=True, needles=("ephemeral-storage", "ephemeral local storage", "ephemeral storage"))
+_rule("disk.k8s_pressure", "disk_full", "error", "the node reports disk pressure", r"DiskPressure", fix.EVICT_DISK,
+      gotcha="K8S5")
 
 # --- host RAM worded like a GPU OOM (Ray's OutOfMemoryError is the node's RAM), before the VRAM rule
 _rule("host_oom.ray", "host_oom_killed", "error", "the node ran low on RAM and its tasks were killed",
       r"killed due to (?:the node running low on memory|memory pressure)|[Nn]ode (?:is )?(?:running )?low on memory|"
-      r"ray\.exceptions\.OutOfMemoryError|[Ww]orkers? (?:\(tasks / actors\) )?(?:have been |were )?killed due to memory",
+      r"ray\.exceptions\.OutOfMemoryError|[Ww]orkers? (?:\(tasks / actors\) )?(?:have been |were )?killed due to memory|"
+      # user-space OOM killers acting before the kernel's: earlyoom, systemd-oomd
+      r"low memory! at or below SIG\w+ limits|systemd-oomd\S*: .{0,80}[Kk]illed|oomd.{0,40}[Kk]illed .{0,80}memory pressure",
       fix.HOST_OOM, gotcha="U9", fatal=True,
-      needles=("killed due to", "low on memory", "ray.exceptions.outofmemoryerror"))
+      needles=("killed due to", "low on memory", "ray.exceptions.outofmemoryerror", "low memory! at or below",
+               "oomd"))
 
 # --- VRAM (U10) above the NCCL and CUDA-error rules that wrap it
 _rule("host_oom.tf_cpu", "host_oom_killed", "error", "host RAM ran out (TensorFlow's CPU allocator)",
@@ -161,9 +167,10 @@ _rule("cuda_oom.other_stacks", "cuda_oom", "error", "accelerator memory ran out 
 # Ascend (CANN/GE) and MindSpore word a device allocation failure their own way
 _rule("cuda_oom.ascend", "cuda_oom", "error", "accelerator memory ran out (Ascend, MindSpore)",
       r"Memory_Allocation_Failure|rtMalloc fail|[Aa]vailable memory is insufficient|"
-      r"mem_dynamic_allocator\.cc:\d+\] \w*(?:AddMemBlock|Alloc)",
+      r"mem_dynamic_allocator\.cc:\d+\] \w*(?:AddMemBlock|Alloc)|"
+      r"Malloc for kernel (?:output|input|workspace) failed|[Mm]emory isn't enough",
       fix.CUDA_OOM, gotcha="U10", needles=("memory_allocation_failure", "rtmalloc fail", "available memory is insufficient",
-                                           "mem_dynamic_allocator.cc"))
+                                           "mem_dynamic_allocator.cc", "malloc for kernel", "memory isn't enough"))
 # XLA's out-of-memory report lists the peak buffers (`Peak buffers:` / `Buffer 3: Size: 96.00MiB ... XLA Label:`);
 # a paste may hold only that listing
 _rule("cuda_oom.xla_peak", "cuda_oom", "error", "accelerator memory ran out (XLA's peak-buffer report)",
@@ -269,7 +276,7 @@ _rule("nan.loss", "nan_inf", "error", "the loss became NaN/inf",
       r"\s+)(?:tensor\()?\[?['\"]?"
       r"[-+]?(?:nan|inf(?:inity)?)\b(?!\s*(?:->|to\b))|"
       r"\bloss (?:is|became|was|=|has become|went to) (?:nan|inf|infinite)|returned nan values in its|"
-      r"\bis not finite\b|non-finite|found invalid values|probability tensor contains either|"
+      r"\b(?:is|in|are|was|were|became) not finite\b|non-finite|found invalid values|probability tensor contains either|"
       r"^(?:\w+\.)*FloatingPointError\b|(?<!\b0 )(?<!\bno )(?<!\bzero )"  # "found 0 NaN values" counts none
       r"\bNaN (?:or Inf )?(?:loss|detected|found|encountered|values?)|"
       r"(?:loss|gradient|grad)s? (?:is |are |contains? )?NaN|nan loss|Loss is nan|[Dd]etected (?:nan|inf)|"
@@ -299,13 +306,21 @@ _rule("config.cuda_forward_compat", "import_or_config_error", "error", "the imag
       r"forward compatibility was attempted on non supported HW|CUDA failure 804|cuda>=[\d.]+.*please update your driver|"
       r"OCI runtime create failed", fix.DRIVER_FORWARD, gotcha="RP9",
       needles=("forward compatibility", "cuda failure 804", "please update your driver", "oci runtime create failed"))
-# the container or the host cannot reach the GPU driver at all: the machine, not the code (U31, fabric manager)
-_rule("config.driver", "import_or_config_error", "error", "the GPU driver is not reachable from the job",
-      r"could not select device driver .{0,20}with capabilities: \[\[gpu\]\]|nvidia-container-cli: initialization error|"
+# the container was started without the GPU runtime (no `--gpus`, no NVIDIA container toolkit): how it was launched
+_rule("config.container_gpu", "import_or_config_error", "error", "the container was started without GPU access",
+      r"could not select device driver .{0,20}with capabilities: \[\[gpu\]\]|nvidia-container-cli: initialization error",
+      fix.NO_GPU, gotcha="U31", needles=("could not select device driver", "nvidia-container-cli: initialization error"))
+# the host cannot reach its GPU driver (NVML fails, the driver's user-space library no longer matches the loaded
+# kernel module after an upgrade, the fabric manager is down, every device busy): the machine's GPU state, not the
+# code or its config, and what `audit_env` reports as `cuda_device_error` too (U31); a reboot or driver reload fixes it
+_rule("gpu.driver_unreachable", "cuda_device_error", "error", "the GPU driver is not reachable from the job",
       r"Driver/library version mismatch|couldn't communicate with the NVIDIA driver|[Ee]rror 802: system not yet initialized|"
-      r"[Ff]ailed to initialize NVML", fix.NO_GPU, gotcha="U31",
-      needles=("could not select device driver", "nvidia-container-cli: initialization error", "driver/library version mismatch",
-               "couldn't communicate with the nvidia driver", "system not yet initialized", "failed to initialize nvml"))
+      r"[Ff]ailed to initialize NVML|all CUDA-capable devices are busy or unavailable|cudaErrorDevicesUnavailable|"
+      r"CUDA_ERROR_DEVICE_UNAVAILABLE",
+      fix.DRIVER_STATE, gotcha="U31",
+      needles=("driver/library version mismatch", "couldn't communicate with the nvidia driver", "system not yet initialized",
+               "failed to initialize nvml", "devices are busy or unavailable", "cudaerrordevicesunavailable",
+               "cuda_error_device_unavailable"))
 _rule("config.no_gpu", "import_or_config_error", "error", "torch sees no CUDA GPU",
       r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system|no CUDA-capable device is detected|"
       r"CUDA_ERROR_NO_DEVICE|No CUDA GPUs are available", fix.NO_GPU, gotcha="U31",
@@ -331,9 +346,14 @@ _rule("gpu.device_assert", "cuda_device_error", "error", "a CUDA device-side ass
                                                        "cudaerrorassert", "block: ["))
 _rule("gpu.other_stacks", "cuda_device_error", "error", "the GPU failed (ROCm, Vulkan, NVML)",
       r"Memory access fault by GPU|ErrorDeviceLost|DeviceLostError|VK_ERROR_DEVICE_LOST|"
-      r"NVMLError_(?:Unknown|GpuIsLost|Timeout|Uninitialized)|HSA_STATUS_ERROR_\w+|hipErrorIllegalAddress",
+      r"NVMLError_(?:Unknown|GpuIsLost|Timeout|Uninitialized)|HSA_STATUS_ERROR_\w+|hipErrorIllegalAddress|"
+      # Apple Metal: a command buffer the GPU aborted (IOAF codes, GPU timeouts of MPS/MLX kernels)
+      r"[Cc]ommand buffer exited with error status|\(IOAF code \d+\)|kIOGPUCommandBufferCallbackError\w*|"
+      r"MTLCommandBufferError\w*",
       fix.CUDA_FAULT, gotcha="U22", needles=("memory access fault by gpu", "devicelost", "vk_error_device_lost",
-                                           "nvmlerror_", "hsa_status_error_", "hiperrorillegaladdress"))
+                                           "nvmlerror_", "hsa_status_error_", "hiperrorillegaladdress",
+                                           "command buffer exited with error status", "(ioaf code",
+                                           "kiogpucommandbuffercallbackerror", "mtlcommandbuffererror"))
 _rule("gpu.cuda_fault", "cuda_device_error", "error", "a CUDA kernel or the GPU failed",
       r"illegal memory access|unspecified launch failure|CUDA error: (?:misaligned address|unknown error|"
       r"an illegal instruction|launch timed out|the launch timed out|operation not permitted|an illegal)|"
@@ -352,6 +372,10 @@ _rule("gpu.cuda_fault", "cuda_device_error", "error", "a CUDA kernel or the GPU 
                "cudastreamsynchronize", "cuda driver error", "cuda failure", "gpu hang", "gpu fault", "gpu reset",
                "failed to", "curesult", "unexpected cuda error", "unexpected event status", "unexpected gpu error", "xla"))
 
+# Gloo's TCP pair losing its peer: the other rank's process went away mid-collective (it crashed or was killed)
+_rule("nccl.gloo_peer", "nccl_timeout", "error", "a Gloo peer closed the connection mid-collective",
+      r"gloo[/\\]transport[/\\].{0,80}(?:Connection closed by peer|Connection reset by peer|Broken pipe)",
+      fix.NCCL, gotcha="train.MN2", needles=("gloo/transport", "gloo\\transport"))
 # --- the network under the collectives: InfiniBand / RoCE / socket transport failures, a peer gone
 _rule("nccl.net", "network_stall", "error", "the network between ranks failed (NCCL transport)",
       r"ncclRemoteError|remote process exited or there was a network error|NET/IB ?: .*(?:[Ee]rror|[Ff]ailed)|"

@@ -45,6 +45,17 @@ _rule("dataloader.exited", "dataloader_error", "error", "a DataLoader worker exi
       fix.DATALOADER, gotcha="train.DP9", role="cascade", fatal=True,
       needles=("exited unexpectedly", "_worker_loop", "pin_memory_thread", "pin memory thread exited"))
 
+# TensorFlow's input pipeline: a damaged TFRecord, or an image file that does not decode, stops the queue runners /
+# tf.data iterator (`Error reported to Coordinator`, the failing op named in the `[[{{node DecodeJpeg}}]]` context)
+_rule("dataloader.tf_record", "dataloader_error", "error", "a TFRecord input file is damaged (truncated or corrupt)",
+      r"(?:[Tt]runcated|[Cc]orrupted) record at \d+", fix.DATALOADER, fatal=True,
+      needles=("truncated record at", "corrupted record at"))
+_rule("dataloader.tf_decode", "dataloader_error", "error", "an input image did not decode (TensorFlow's input ops)",
+      r"Invalid JPEG data|\[\[\{\{node (?:DecodeJpeg|DecodePng|DecodeImage|DecodeBmp|DecodeGif|DecodeAndCropJpeg|"
+      r"ReaderReadV2|ParseSingleExample\w*|ParseExample\w*)\b",
+      fix.DATALOADER, needles=("invalid jpeg data", "[[{{node "))
+# (libjpeg's own "Corrupt JPEG data" / "Premature end of JPEG" warnings are left alone: decoders print them and go on)
+
 # --- imports, configs, credentials
 _rule("code.framework_bug", "traceback", "error", "a bug in the training code (shapes, devices, autograd, tracing)",
       r"modified by an inplace operation|mat1 and mat2 shapes cannot be multiplied|Expected all tensors to be on the same "
@@ -108,11 +119,18 @@ _rule("config.invalid", "import_or_config_error", "error", "a config or option i
       r"must be (?:one of|set|specified|provided|divisible|a multiple)|is required but|mutually exclusive|"
       r"[Nn]o such file or directory|is not a (?:valid|local folder)|\[Errno 2\]|"
       r"not (?:a )?valid (?:model|path|option|choice)|invalid choice|not recognized|unrecognized|"
-      r"(?:is )?unimplemented for (?:task type|this|the)|not supported (?:for|on|with) (?:task type|GPU|CPU))",
+      r"(?:is )?unimplemented for (?:task type|this|the)|not supported (?:for|on|with) (?:task type|GPU|CPU)|"
+      # a registry that has no entry for the type a config names (mmcv/mmengine, detectron2, timm, fairseq...):
+      # a typo, or a package version or install without that module
+      r"is not in the [\w:]+ registry|(?:is )?not registered in (?:the )?[\w:]+ registry|"
+      r"(?:not found|no object named) \S+ in (?:the )?\S+ registry|"
+      # batch-size arithmetic the launcher checks (DeepSpeed) before any step
+      r"has to be greater than 0|train_batch_size is not equal to micro_batch_per_gpu)",
       fix.OVERRIDE, gotcha="U27",
       needles=("invalid ", "unknown ", "unsupported ", "config", "must be ", "is required but", "mutually exclusive",
                "no such file or directory", "is not a ", "[errno 2]", "not a valid", "not valid", "invalid choice",
-               "not recognized", "unrecognized", "unimplemented for", "not supported"))
+               "not recognized", "unrecognized", "unimplemented for", "not supported", "registry",
+               "has to be greater than 0", "train_batch_size is not equal"))
 _rule("config.cmd_not_found", "import_or_config_error", "error", "a command is not on PATH",
       r": command not found|: not found$|executable file not found|No such file or directory: '[^']*(?:python|torchrun|"
       r"accelerate|deepspeed|nvcc|ninja|gcc)", fix.CMD_NOT_FOUND,
@@ -153,7 +171,7 @@ _rule("code.scaler", "traceback", "error", "the GradScaler state was not restore
 
 # --- scheduler verdicts (before the SIGTERM rules: a time limit also sends SIGTERM)
 _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit ended the job",
-      r"DUE TO TIME LIMIT|\bDeadlineExceeded\b|[Ww]all ?time \d+ exceeded limit|TERM_RUNLIMIT|"
+      r"DUE TO TIME LIMIT|\bDeadlineExceeded\b|[Ww]all ?time \d+ exceeded limit|TERM_RUNLIMIT|TERM_DEADLINE\b|"
       r"exceeded (?:the |its )?(?:wall ?time|run ?time) limit|job killed: walltime|[Ww]all ?clock limit|"
       r"exceeded the maximum (?:execution |run ?|wall ?)?time|execution took longer than|TERM_CPULIMIT|"
       r"exceeded hard wallclock|[Mm]aximum (?:run ?time|runtime|session (?:length|time))\b.{0,30}\b(?:reached|exceeded)|"
@@ -162,7 +180,8 @@ _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit end
       r"\(state: TIMEOUT\)|Job has timed out\. Ran \d+ minutes",
       fix.TIME_LIMIT, gotcha="SLURM2", fatal=True,
       needles=("walltime", "wall time", "wall clock limit", "wallclock limit", "maximum execution time", "term_runlimit",
-               "term_cpulimit", "execution took longer than", "exceeded the maximum", "due to job not ending with signals",
+               "term_cpulimit", "term_deadline", "execution took longer than",
+               "exceeded the maximum", "due to job not ending with signals",
                "cput",
                "enforced h_rt", "longer than specified deadline", "maxruntimeexceeded", "maxwaittimeexceeded",
                "session timed out", "hard wallclock", "cpu limit", "cpu time limit",
@@ -200,12 +219,14 @@ _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted
 _rule("sched.spot_mention", "preempted", "warn", "the job ran on a spot machine and stopped there",
       r"[Ss]pot (?:instance|node|VM|cluster|job)", fix.PREEMPT, gotcha="SLURM2", needles=("spot",))
 _rule("sched.cancelled", "cancelled", "warn", "the job was cancelled",
-      r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|^KeyboardInterrupt\b|got signal: 2\b|TERM_OWNER|TERM_ADMIN|"
+      r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|^KeyboardInterrupt\b|got signal: 2\b|TERM_(?:FORCE_)?OWNER|"
+      r"TERM_(?:FORCE_)?ADMIN|"
       r"Job was aborted by the user|scancel: Terminating job|"
       r"\b(?:[Jj]ob|[Rr]un|[Tt]ask|[Ss]tep)\b.{0,40}\b(?:cancell?ed|aborted) by (?:the )?(?:user|owner|admin\w*|root)\b",
       fix.CANCELLED,
-      needles=("cancelled at", "keyboardinterrupt", "got signal: 2", "term_owner", "term_admin", "aborted by the user",
-               "scancel: terminating job", "cancelled by", "canceled by", "aborted by"))
+      needles=("cancelled at", "keyboardinterrupt", "got signal: 2", "term_owner", "term_admin", "term_force_owner",
+               "term_force_admin", "aborted by the user", "scancel: terminating job",
+               "cancelled by", "canceled by", "aborted by"))
 
 # --- the controlling terminal went away: every worker got SIGHUP (the SSH session or the tty closed)
 _rule("signal.sighup", "preempted", "error", "the terminal went away: the job got SIGHUP",
@@ -283,6 +304,9 @@ _rule("dataloader.worker_signal", "dataloader_error", "error", "a DataLoader wor
       gotcha="train.DP9", fatal=True, needles=("encountered in worker",))
 _rule("sched.preempted_more", "preempted", "error", "the job was stopped from outside (preemption, requeue, node loss)",
       r"srun: forcing job termination|srun: Job step aborted|srun: Force Terminated|"
+      # LSF's exit reasons for a job stopped from outside: preempted, a signal from outside LSF, a run window closed,
+      # the host's load threshold
+      r"TERM_PREEMPT\b|TERM_EXTERNAL_SIGNAL\b|TERM_WINDOW\b|TERM_LOAD\b|TERM_RMS\b|TERM_UNKNOWN\b|"
       r"\bREQUEUED\b|[Rr]equeu(?:e|ing) (?:the )?job|TERM_REQUEUE_\w+|"
       r"(?:[Rr]eceived|[Hh]andling|[Cc]aught|got) (?:signal )?SIGUSR[12]|NodeDiedError|[Nn]ode (?:has )?died|"
       r"missed too many heartbeats|TPU (?:was |has been )?preempted|[Hh]ost maintenance|NodeShutdown|"
@@ -290,6 +314,7 @@ _rule("sched.preempted_more", "preempted", "error", "the job was stopped from ou
       r"is being terminated|[Ll]ost (?:the )?(?:node|worker node|host)\b",
       fix.PREEMPT, gotcha="SLURM2", fatal=True,
       needles=("srun: forcing job termination", "srun: job step aborted", "srun: force terminated", "requeued", "requeue",
+               "term_preempt", "term_external_signal", "term_window", "term_load", "term_rms", "term_unknown",
                "sigusr",
                "nodediederror", "died", "missed too many heartbeats", "preempted", "host maintenance",
                "nodeshutdown", "drained", "spot", "will be terminated", "is being terminated", "lost the", "lost node",
@@ -308,7 +333,9 @@ _rule("ckpt.more", "checkpoint_corrupt", "error", "a checkpoint or downloaded we
       r"DataLossError|hasRecord\(\"version\"\)|could not find MARK|ended before the end-of-stream marker|"
       r"Error -3 while decompressing|"
       r"Unable to load weights from|is not a valid (?:checkpoint|safetensors)|invalid magic number|"
-      r"(?:model|file|checkpoint|weights) (?:is |was )?corrupted or incomplete|not within the file bounds",
+      r"(?:model|file|checkpoint|weights) (?:is |was )?corrupted or incomplete|not within the file bounds|"
+      # TF's reader of a V1 checkpoint table, or of a file that is not one
+      r"not an sstable|Unable to open table file .{0,200}(?:[Dd]ata loss|bad magic|corrupt)",
       fix.CKPT, gotcha="train.C2")
 _rule("config.build", "import_or_config_error", "error", "a CUDA extension or library does not fit the environment",
       r"Error building extension '|CUDA Setup failed|bitsandbytes was compiled without GPU support|"
@@ -460,9 +487,12 @@ _rule("disk.words", "disk_full", "critical", "the disk or volume is full",
       # (not the `quota` tool's own heading "Disk quotas for user bob (uid 1001):", which is read as a table)
       r"[Ss]torage quota|[Dd]isk quota(?!s for (?:user|group|project|fileset)\b)|"
       r"exceeded (?:your |the )?(?:storage|disk) quota|No usable temporary directory|"
-      r"Resource exhausted: (?:/|[A-Za-z]:\\)",
+      r"Resource exhausted: (?:/|[A-Za-z]:\\)|"
+      # Rust's io::Error and Windows' ERROR_DISK_FULL (112), in any language of the message
+      r"\(os error (?:28|112)\)|\[WinError 112\]|[Tt]here is not enough space on the disk",
       fix.DISK, gotcha="U6", needles=("errno 28", "errno=28", "full", "storage quota", "disk quota", "quota",
-                                      "no usable temporary directory", "resource exhausted: "))
+                                      "no usable temporary directory", "resource exhausted: ", "(os error 28)",
+                                      "(os error 112)", "[winerror 112]", "not enough space on the disk"))
 _rule("inodes.words", "inode_exhausted", "critical", "the filesystem is out of inodes",
       r"[Ii]nodes? (?:usage|use|used).{0,20}(?:100|9\d)%|IUse%? ?=? ?100%|\b0 (?:free )?inodes|free inodes:? 0\b",
       fix.INODES, gotcha="U7", needles=("inode", "iuse"))
