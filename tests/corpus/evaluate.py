@@ -9,13 +9,14 @@ from mcp_gpu.triage.engine import triage_text
 from tests.corpus.loader import LABELS, Excerpt, load
 
 THRESHOLD = 0.95  # held-out primary-class accuracy the test demands (issue 12)
-# Regression floors: the held-out figures when the corpus was last grown (1175 excerpts, docs/triage.md). Raise them
+# Regression floors: the held-out figures when the corpus was last grown (1315 excerpts, docs/triage.md). Raise them
 # as the engine gets better; never lower them to let a change through. (Growing the corpus adds held-out logs: the
-# counts rose from 5 and 17 when batch 6 added 63 held-out logs, on which the engine made 1 false alarm and called 5
-# failures healthy at first sight; on the 277 held-out logs of before it is 5 and 16.)
-FLOOR_ACCURACY = 0.879
+# counts rose from 5 and 17 when batch 6 added 63 held-out logs, and the accuracy floor fell from 87.9 % to 87.6 % when
+# batch 8 added 32 held-out logs on which the engine scored 26/32 at first sight, with 2 failures called healthy; on
+# the 349 held-out logs of before it is 307/349 = 88.0 %, 6 false alarms and 21 failures called healthy.)
+FLOOR_ACCURACY = 0.876
 FLOOR_FALSE_ALARMS = 6
-FLOOR_MISSED = 21
+FLOOR_MISSED = 22
 # The engine refines two external stops beyond the fixed set (a scheduler time limit, a deliberate cancel); the
 # corpus labels them with the fixed class they refine (added while tuning on the development part).
 REFINES = {"time_limit": "preempted", "cancelled": "preempted"}
