@@ -94,6 +94,9 @@ _rule("config.crlf", "import_or_config_error", "error", "the script has Windows 
       r"\$'\\r'|\\r: (?:command not found|invalid option|No such file)|\^M: bad interpreter|/bin/(?:ba)?sh\^M|"
       r"unexpected token `?\$'[^']*\\r'", fix.CRLF, gotcha="U26", needles=("\\r", "^m"))
 
+# /dev/shm full is the DataLoader's shared memory, not the disk (ENOSPC worded before the path), ahead of the disk rules
+_rule("dataloader.shm_enospc", "dataloader_error", "error", "shared memory (/dev/shm) is full",
+      r"(?:[Nn]o space left|ENOSPC|[Ee]rrno 28).{0,80}/dev/shm\b", fix.SHM, gotcha="train.DP15", needles=("/dev/shm",))
 # --- inodes and disk space (U6, U7) before anything that a full disk can cause
 _rule("inodes.df", "inode_exhausted", "critical", "the filesystem is out of inodes",
       r"[Oo]ut of inodes|[Nn]o (?:free )?inodes|inodes? (?:are |is )?(?:exhausted|full|used up)|IUse%.*\b100%|"
@@ -160,10 +163,13 @@ _rule("host_oom.jvm_schedulers", "host_oom_killed", "error", "a host memory limi
       needles=("java.lang.outofmemoryerror", "java heap space", "gc overhead limit exceeded", "killed by yarn",
                "memory limits", "pbs: job killed: mem", "pbs: job killed: vmem", "exceeded hard memory limit",
                "h_vmem="))
-_rule("cuda_oom.other_stacks", "cuda_oom", "error", "accelerator memory ran out (Caffe, MindSpore, Ascend)",
+_rule("cuda_oom.other_stacks", "cuda_oom", "error", "accelerator memory ran out (Caffe, MindSpore, Ascend, Paddle, TensorRT)",
       r"cudaSuccess \(2 vs\. 0\)\s+out of memory|[Mm]alloc device memory failed|[Dd]evice memory (?:is )?(?:not enough|"
-      r"insufficient)",
-      fix.CUDA_OOM, gotcha="U10", needles=("cudasuccess (2 vs. 0)", "malloc device memory failed", "device memory"))
+      r"insufficient)|Out of memory error on GPU \d|Cannot allocate [\d.]+\s*[KMGT]?i?B memory on GPU|"
+      r"Error Code \d+: OutOfMemory\b|[Nn]ot enough memory.{0,60}(?:mem-fraction|mem_fraction|gpu_memory_utilization)",
+      fix.CUDA_OOM, gotcha="U10", needles=("cudasuccess (2 vs. 0)", "malloc device memory failed", "device memory",
+                                           "out of memory error on gpu", "memory on gpu", ": outofmemory",
+                                           "mem-fraction", "mem_fraction", "gpu_memory_utilization"))
 # Ascend (CANN/GE) and MindSpore word a device allocation failure their own way
 _rule("cuda_oom.ascend", "cuda_oom", "error", "accelerator memory ran out (Ascend, MindSpore)",
       r"Memory_Allocation_Failure|rtMalloc fail|[Aa]vailable memory is insufficient|"

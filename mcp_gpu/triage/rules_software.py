@@ -101,7 +101,8 @@ _rule("config.override", "import_or_config_error", "error", "a config override i
       r"\bomegaconf\.errors\.|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|InterpolationResolutionError|"
       r"is not in struct|Error merging override|Could not append to config|MisconfigurationException|ValidationError|"
       r"FileNotFoundError|does not appear to have a file named|is not a valid model identifier|"
-      r"Can't load (?:tokenizer|config|the model)|got an unexpected keyword argument|missing \d+ required positional argument|"
+      r"Can't load (?:tokenizer|config|the model)|Unrecognized model in |Should have a `model_type` key|"
+      r"is newer than and incompatible with|got an unexpected keyword argument|missing \d+ required positional argument|"
       r"yaml\.(?:scanner|parser|constructor|composer)\.\w*Error|\b(?:Scanner|Parser)Error: (?:while|mapping|expected)",
       fix.OVERRIDE, gotcha="U27",
       needles=("override", "is not a mapping", "configcompositionexception", "missingconfigexception",
@@ -109,7 +110,8 @@ _rule("config.override", "import_or_config_error", "error", "a config override i
                "interpolationresolutionerror", "is not in struct", "could not append to config",
                "misconfigurationexception", "validationerror", "filenotfounderror",
                "does not appear to have a file named", "is not a valid model identifier", "can't load",
-               "unexpected keyword argument", "required positional argument", "yaml.", "scannererror", "parsererror"))
+               "unexpected keyword argument", "required positional argument", "yaml.", "scannererror", "parsererror",
+               "unrecognized model in ", "should have a `model_type` key", "is newer than and incompatible with"))
 # The same kind worded loosely ("invalid option", "must be one of", "No such file"): only on a line that is an
 # error (an exception, error:, ERROR), since warnings say these words about things a run survives.
 _rule("config.invalid", "import_or_config_error", "error", "a config or option is invalid",
@@ -406,7 +408,10 @@ _rule("cascade.restart", "traceback", "error", "the launcher restarted the worke
       fix.TORCHRUN, role="cascade", fatal=True)
 _rule("cascade.mpi", "traceback", "error", "an MPI/Horovod launcher reports a failed process",
       r"mpirun detected that one or more processes exited|returned a non-zero exit code|"
-      r"exit with status code [1-9]|exited on signal \d+", fix.TORCHRUN, role="cascade", fatal=True)
+      r"exit with status code [1-9]|exited on signal \d+|MPI_ABORT was invoked on rank|"
+      r"[Pp]rimary job\s+terminated normally, but \d+ process(?:es)? returned", fix.TORCHRUN, role="cascade", fatal=True,
+      needles=("mpirun detected that one or more processes exited", "returned a non-zero exit code",
+               "exit with status code", "exited on signal", "mpi_abort was invoked on rank", "terminated normally, but"))
 
 _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
       r"^(?:\[\d+\][+-]?\s+)?(?:\d+\s+)?Killed\b|(?:exit(?:ed)?|return|error)(?: with)? ?code[:= ]\s*(?:137|-9)\b|"
