@@ -24,6 +24,11 @@ _rule("ignore.nccl_transport", "nccl_timeout", "info", "NCCL fell back to anothe
       r"NCCL WARN (?:Failed to open libibverbs|NET/OFI|NET/IB ?: No device|NET/Plugin|Could not find real path|"
       r"Cuda failure 'peer access is not supported|NUMA auto balancing|Could not enable P2P)|"
       r"NCCL INFO NET/Plugin", "", role="ignore", needles=("nccl warn", "nccl info net/plugin"))
+# an inference server's scheduler preempting a sequence (vLLM: recompute it later, for want of KV-cache room): a
+# throughput warning about requests, not the machine being taken back
+_rule("ignore.sequence_preempt", "preempted", "info", "the serving engine preempted a request (KV cache full)",
+      r"[Ss]equence group \S+ is preempted|PreemptionMode\.|total_num_cumulative_preemption", "", role="ignore",
+      needles=("sequence group", "preemptionmode.", "total_num_cumulative_preemption"))
 # W&B's system-metrics sampler failing on a metric the driver does not expose: the run is not affected
 _rule("ignore.wandb_sampler", "network_stall", "info", "W&B could not sample a system metric",
       r"wandb: ERROR Failed to sample metric", "", role="ignore", needles=("failed to sample metric",))
