@@ -503,6 +503,13 @@ _rule("inodes.words", "inode_exhausted", "critical", "the filesystem is out of i
       fix.INODES, gotcha="U7", needles=("inode", "iuse"))
 
 # --- native crashes and launcher cascades
+# other runtimes' uncaught exceptions (the JVM's `Exception in thread "main" java.lang.X`, a Go panic, a Rust panic)
+# and a build step failing under make: fatal, named by no rule above
+_rule("crash.other_runtime", "traceback", "error",
+      "the process died of an uncaught exception (JVM, Go, Rust) or a failed build step",
+      r"^Exception in thread \"[^\"]+\" (?:[a-z][\w$]*\.)+[A-Z][\w$]*|^panic: |^thread '[^']+' panicked at|"
+      r"^make(?:\[\d+\])?: \*\*\* \[.*\] Error \d+", fix.TRACEBACK, fatal=True,
+      needles=("exception in thread \"", "panic: ", "panicked at", "make: ***", "make["))
 _rule("crash.native", "traceback", "error", "the process crashed natively (segfault/abort)",
       r"Segmentation fault|Fatal Python error|^Bus error\b|\bSIGSEGV\b|signal 11\b|"
       r"\*\*\* Error in|double free|free\(\): invalid|malloc\(\): |stack smashing|"
