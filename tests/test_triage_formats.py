@@ -64,3 +64,48 @@ def test_a_paste_hard_wrapped_at_a_fixed_width_is_read_whole() -> None:
                                                                      or [""]))
     assert "CUDA out of memory" not in wrapped
     assert triage_text(wrapped).primary == "cuda_oom"
+
+
+def _hard_wrap(text: str, width: int) -> str:
+    """What a terminal or `tmux capture-pane` (without -J) gives: every line cut at the width, mid-word."""
+    return "\n".join(seg for raw in text.split("\n")
+                     for seg in ([raw[i:i + width] for i in range(0, len(raw), width)] or [""]))
+
+
+def test_a_traceback_wrapped_with_its_frames_keeps_its_exception() -> None:
+    # the words naming the failure land wholly on the continuation line, and the frames are cut too
+    frames = [f'  File "/home/user/miniconda3/envs/train/lib/python3.10/site-packages/pkg/module_{i}/impl.py", '
+              f"line {100 + i}, in call_{i}\n    return impl_{i}(*args, **kwargs)" for i in range(6)]
+    exc = ("tensorflow.python.framework.errors_impl.InternalError: the op failed after 3 attempts: "
+           "ResourceExhaustedError OOM when allocating tensor with shape[64,1024,1024]")
+    text = "\n".join(["step 10 loss 2.1", "Traceback (most recent call last):", *frames, exc])
+    for width in (80, 100, 120):
+        assert triage_text(_hard_wrap(text, width)).primary == "cuda_oom", width
+
+
+def test_a_frame_cut_at_any_width_is_joined() -> None:
+    text = ('step 3 loss 1.2\nTraceback (most recent call last):\n  File "/opt/env/lib/python3.8/site-packages/torch/'
+            'distributed/rende\nzvous.py", line 166, in _env_rendezvous_handler\n    raise _env_error("MASTER_ADDR")\n')
+    assert triage_text(text).primary == "import_or_config_error"
+
+
+def test_lines_that_merely_share_a_length_are_not_joined() -> None:
+    # equal-width rows (NCCL chatter, a table) followed by new records: nothing to join
+    rows = [f"gpu01:1234:56{i:02d} [0] NCCL INFO Channel {i:02d}/32 :    0   1   2   3   4   5   6   7 via P2P/IPC"
+            for i in range(8)]
+    text = "\n".join([*rows, "[rank0]: step 1 loss 2.0", "2026-01-01 12:00:00 | INFO | saved checkpoint step_1"])
+    from mcp_gpu.triage.paste import unwrap
+    assert unwrap(text) == text
+
+
+# Hard wraps cannot all be undone (a wrap that falls between two records looks like two records); this budget keeps
+# what was measured when fixed-width rejoining learned to join a cut line with any continuation that starts like no
+# new record (docs/triage.md): at 100 columns 14 of 934 development verdicts changed, at 80 columns 20.
+WRAP_FLIP_BUDGET = 0.025
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_a_hard_wrapped_paste_keeps_nearly_every_verdict(width: int, development: list[tuple[Excerpt, str]]) -> None:
+    flips = [(ex.name, before, after) for ex, before in development
+             if (after := triage_text(_hard_wrap(ex.text, width)).primary) != before]
+    assert len(flips) <= WRAP_FLIP_BUDGET * len(development), f"{len(flips)} verdicts changed: {flips[:5]}"

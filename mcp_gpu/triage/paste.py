@@ -35,7 +35,7 @@ _QUOTES = re.compile(r"[\"']")  # quoted keys are the program's output
 
 def normalise(text: str) -> str:
     """The paste as the program printed it (quote marks, a shared prefix, a code block's indent and hard wraps gone)."""
-    return unwrap_tail(unwrap(dedent(strip_shared_prefix(unquote(text)))))
+    return unwrap_frames(unwrap_tail(unwrap(dedent(strip_shared_prefix(unquote(text))))))
 
 
 _QUOTED = re.compile(r"^> ?", re.MULTILINE)
@@ -144,8 +144,8 @@ def unwrap(text: str) -> str:
     i = 0
     while i < len(lines):
         line = lines[i]
-        while len(line) >= width and len(line) % width == 0 and i + 1 < len(lines) and _joins_words(line[-width:],
-                                                                                                 lines[i + 1]):
+        while len(line) >= width and len(line) % width == 0 and i + 1 < len(lines) and (
+                _joins_words(line[-width:], lines[i + 1]) or _continues(line[-width:], lines[i + 1])):
             i += 1
             line += lines[i]
         out.append(line)
@@ -160,6 +160,32 @@ def _joins_words(head: str, tail: str) -> bool:
     edge = (head[-60:] + tail[:60]).lower()
     return bool(INDEX.needles_in(edge + "\n") - INDEX.needles_in(head[-60:].lower() + "\n")
                 - INDEX.needles_in(tail[:60].lower() + "\n"))
+
+
+# what starts a new record rather than continuing a cut one: a timestamp, a log level, a rank or bracket prefix, a
+# traceback frame or header, an exception name, a progress bar, a shell prompt
+RECORD_OPENING = 6
+_RECORD_START = re.compile(r"^(?:\s*File \"|\s|\[|\(|\d{2,4}[-/:.]\d|[A-Z][A-Z]+\b|[IWEF]\d{4} |Traceback|"
+                           r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Warning)\b|\w+@\S+[:$#]|[$#>] |\d+%\||[\w.-]+:\d+:\d+ )")
+
+
+def _continues(head: str, tail: str) -> bool:
+    """Whether a line after one of exactly the wrap width is the rest of it: it starts like no new record, and not
+    the way the cut line starts (rows of one source share their opening: a host:pid prefix, a timestamp's form)."""
+    return bool(tail.strip()) and not _RECORD_START.match(tail) and head[:RECORD_OPENING] != tail[:RECORD_OPENING]
+
+
+# a traceback frame cut before its end: Python's `  File "/path/x.py", line 3, in f` with the quote still open, or an
+# IPython frame `path.py in f(a, b` with the parenthesis still open, continued at column 0 on the next line
+_CUT_FRAME = re.compile(r'^(\s*File "[^"\n]*|\S+\.py in \w+\([^)\n]*)\n(?=\S)', re.MULTILINE)
+
+
+def unwrap_frames(text: str) -> str:
+    """Frames a paste wrapped at any width are joined with their rest (whatever the width, a frame line whose quote
+    or parenthesis is still open was cut), so that the traceback reads to its exception line."""
+    if 'File "' not in text and ".py in " not in text:
+        return text
+    return _CUT_FRAME.sub(r"\1", text)
 
 
 TAIL_LINES = 60  # the end of a paste, where the crash is, read for a cut at no fixed width
