@@ -370,12 +370,20 @@ _NOTHING_TO_EVAL = re.compile(r"\bno (?:validation|eval\w*|test) (?:batches|samp
                               r"\bskipping (?:validation|evaluation)\b", re.IGNORECASE)
 
 
+# A NaN in some other loss-named field (`prev_loss=nan` before a first epoch, an auxiliary or eval term) while the
+# training loss on the same line is finite: the optimiser is not diverging.
+_OTHER_NAN_FIELD = re.compile(r"\b\w*(?:loss|ppl|perplexity)\w*['\"]?\s*[:=]\s*['\"]?[-+]?(?:nan|inf)\b", re.IGNORECASE)
+
+
 def _eval_nan_explained(text: str, hits: list[_Hit]) -> None:
     for h in hits:
-        if h.rule.id != "nan.loss" or h.survived or not _EVAL_NAN.search(h.line):
+        if h.rule.id not in ("nan.loss", "nan.value") or h.survived or h.final:
             continue
-        around = text[h.index:h.index + 400]
-        if _FINITE_TRAIN.search(_EVAL_NAN.sub("", h.line)) or _NOTHING_TO_EVAL.search(around):
+        if _EVAL_NAN.search(h.line):
+            around = text[h.index:h.index + 400]
+            if _FINITE_TRAIN.search(_EVAL_NAN.sub("", h.line)) or _NOTHING_TO_EVAL.search(around):
+                h.survived = True
+        elif _OTHER_NAN_FIELD.search(h.line) and _FINITE_TRAIN.search(_OTHER_NAN_FIELD.sub("", h.line)):
             h.survived = True
 
 

@@ -23,7 +23,9 @@ _rule("ignore.mlock", "host_oom_killed", "info", "optional memory locking failed
 _rule("ignore.nccl_transport", "nccl_timeout", "info", "NCCL fell back to another transport",
       r"NCCL WARN (?:Failed to open libibverbs|NET/OFI|NET/IB ?: No device|NET/Plugin|Could not find real path|"
       r"Cuda failure 'peer access is not supported|NUMA auto balancing|Could not enable P2P)|"
-      r"NCCL INFO NET/Plugin", "", role="ignore", needles=("nccl warn", "nccl info net/plugin"))
+      r"NCCL INFO (?:NET|TUNER|PROFILER|ENV)/Plugin|NCCL INFO .{0,40}Plugin load returned", "", role="ignore",
+      needles=("nccl warn", "nccl info net/plugin", "nccl info tuner/plugin", "nccl info profiler/plugin",
+               "nccl info env/plugin", "plugin load returned"))
 # an inference server's scheduler preempting a sequence (vLLM: recompute it later, for want of KV-cache room): a
 # throughput warning about requests, not the machine being taken back
 _rule("ignore.sequence_preempt", "preempted", "info", "the serving engine preempted a request (KV cache full)",
@@ -57,7 +59,8 @@ _rule("ignore.slurm_noise", "traceback", "info", "Slurm or the loader noted some
 # torchrun's store client retrying while the store comes up; DeepSpeed ZeRO-3 flushing its allocator cache (a speed
 # hint about GPU memory, not the host's)
 _rule("ignore.c10d_connect", "network_stall", "info", "a rendezvous client retried its first connection",
-      r"\[W socket\.cpp:\d+\]|The client socket has failed to connect to", "", role="ignore",
+      # (a warning line, not the DistNetworkError the connection attempts end in when they run out)
+      r"\[W socket\.cpp:\d+\]|^(?!.*(?:Error|Exception)\b).*The client socket has failed to connect to", "", role="ignore",
       needles=("[w socket.cpp:", "the client socket has failed to connect to"))
 _rule("ignore.allocator_flush", "host_oom_killed", "info", "DeepSpeed flushed its allocator cache",
       r"allocator cache flushes since last step", "", role="ignore", needles=("allocator cache flushes",))
@@ -416,8 +419,10 @@ _rule("nccl.watchdog", "nccl_timeout", "error", "a collective timed out (watchdo
                "checktimeout", "workcleanuploop", "heartbeat", "nccl operation", "nccl work", "nccl collective",
                "timeout", "timed out", "distnetworkerror", " hang", "stuck", "torch_nccl_async_error_handling"))
 _rule("nccl.hccl", "nccl_timeout", "error", "an HCCL collective failed or timed out (Ascend)",
-      r"Hccl\w+, error code is|\bEI0006\b|Remote Rank did not send the data in time|HCCL.{0,60}(?:timeout|timed out|"
-      r"times out)", fix.WATCHDOG, gotcha="train.D20", needles=("hccl", "ei0006", "remote rank did not send"))
+      r"Hccl\w+, error code is|\bEI000[26]\b|Remote Rank did not send the data in time|HCCL.{0,60}(?:timeout|timed out|"
+      r"times out)|HcclCommInit\w* fail|[Nn]otify register (?:times|timed) out|[Nn]otify wait.{0,20}time(?:s|d)? ?out",
+      fix.WATCHDOG, gotcha="train.D20", needles=("hccl", "ei0006", "ei0002", "remote rank did not send",
+                                                 "notify register", "notify wait"))
 _rule("nccl.store", "nccl_timeout", "error", "ranks timed out meeting at the rendezvous store",
       r"DistStoreError: Timed out|[Tt]imed out after \d+ seconds waiting for clients|RendezvousTimeoutError|"
       r"waiting for clients\. \d+/\d+ clients joined|monitoredBarrier|errors while waiting for send/recv",
@@ -435,11 +440,13 @@ _rule("nccl.init", "nccl_timeout", "error", "ranks timed out meeting at initiali
                "missing heartbeats", "collective ops is aborted"))
 _rule("nccl.error", "nccl_timeout", "error", "an NCCL communication error",
       r"nccl(?:System|Internal|Remote|InvalidUsage|InvalidArgument)Error|NCCL error in:|NCCL communicator was aborted|"
-      r"DistBackendError|NCCL error|NCCL failure|NCCL_ERROR|ncclCommAbort|NCCL Error \d|[Cc]ommunicator (?:was )?aborted",
+      r"DistBackendError|NCCL error|NCCL failure|NCCL_ERROR|ncclCommAbort|NCCL Error \d|[Cc]ommunicator (?:was )?aborted|"
+      # XLA's and other stacks' report of a failed NCCL call, and NCCL's own text for ncclSystemError
+      r"NCCL operation \S+ failed|ncclCommInit\w* failed|unhandled system error",
       fix.NCCL, gotcha="train.MN2",
       needles=("ncclsystemerror", "ncclinternalerror", "ncclremoteerror", "ncclinvalidusageerror",
                "ncclinvalidargumenterror", "nccl error", "distbackenderror", "communicator", "nccl failure", "nccl_error",
-               "ncclcommabort"))
+               "ncclcommabort", "nccl operation", "ncclcomminit", "unhandled system error"))
 _rule("nccl.warn", "nccl_timeout", "warn", "NCCL warned", r"NCCL WARN\b", fix.NCCL, gotcha="train.MN2")
 
 RESOURCE_RULES: tuple[Rule, ...] = _TABLE.rules()

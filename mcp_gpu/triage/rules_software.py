@@ -259,12 +259,14 @@ _rule("ssh.drop", "ssh_disconnect", "warn", "the SSH session dropped",
       r"Connection closed by (?:remote host|\d)|ssh.*(?:[Cc]onnection (?:reset|refused|timed out|closed))|"
       r"remote side unexpectedly closed|[Ss]ession (?:closed|terminated|ended|disconnected)|[Dd]isconnected from|"
       r"client_loop|Write failed: Broken pipe|Corrupted MAC|[Cc]onnection (?:to .* )?lost|[Ll]ost connection|"
-      r"during banner exchange",
+      r"during banner exchange|Read error from remote host|sshd\[\d+\]: .{0,40}(?:Connection reset|Connection closed|"
+      r"Timeout before authentication|Broken pipe)|ssh heartbeat.{0,60}dropped|[Rr]econnect(?:ing)? to (?:the )?ssh server",
       fix.SSH, gotcha="U1",
       needles=("client_loop", "packet_write_wait", "closed by remote host", "ssh", "kex_exchange_identification",
                "read from remote host", "timeout, server", "broken pipe", "connection closed by", "remote side",
                "session", "disconnected from", "corrupted mac", "lost connection", "connection",
-               "during banner exchange"))
+               "during banner exchange", "read error from remote host", "sshd[", "ssh heartbeat",
+               "to ssh server", "to the ssh server"))
 _rule("net.wandb_init", "network_stall", "warn", "W&B could not start its run (network)",
       r"Run initialization has timed out|wandb: ERROR .*(?:timed out|[Tt]imeout)", fix.WANDB, gotcha="AD1",
       needles=("run initialization has timed out", "wandb: error"))
@@ -421,9 +423,12 @@ _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
       r"[Ss]ystem (?:ran|is running) out of memory|out of (?:host|system|CPU) memory|"
       r"tried to allocate more memory than is available|exceeded its memory (?:request|limit)|"
       r"[Kk]ernel (?:for \S+ )?appears to have died|"
-      r"The Kernel crashed while executing code|process pool was terminated abruptly",
+      r"The Kernel crashed while executing code|process pool was terminated abruptly|"
+      # HTCondor holding (stopping) a job for its memory use
+      r"[Hh]old reason: .{0,120}\b(?:memory|MemoryUsage|RequestMemory)\b|put on hold .{0,60}\bmemory\b",
       fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("killed", "137", "-9", "exit code: 9", "memory budget", "your session crashed", "low swap: killing",
+               "hold reason: ", "put on hold",
                "paging file is too small", "winerror 1455",
                "all available ram", "out of ram",
                "ram is", "ram full", "ram exhausted", "out of memory", "out of host memory",
@@ -503,15 +508,15 @@ _rule("inodes.words", "inode_exhausted", "critical", "the filesystem is out of i
       fix.INODES, gotcha="U7", needles=("inode", "iuse"))
 
 # --- native crashes and launcher cascades
-# other runtimes' uncaught exceptions (the JVM's `Exception in thread "main" java.lang.X`, a Go panic, a Rust panic)
-# and a build step failing under make: fatal, named by no rule above
+# the JVM's uncaught exception (`Exception in thread "main" java.lang.X`) and a build step failing under make: fatal,
+# named by no rule above (Go and Rust panics: `crash.panic`)
 _rule("crash.other_runtime", "traceback", "error",
-      "the process died of an uncaught exception (JVM, Go, Rust) or a failed build step",
-      r"^Exception in thread \"[^\"]+\" (?:[a-z][\w$]*\.)+[A-Z][\w$]*|^panic: |^thread '[^']+' panicked at|"
+      "the process died of an uncaught exception (JVM) or a failed build step",
+      r"^Exception in thread \"[^\"]+\" (?:[a-z][\w$]*\.)+[A-Z][\w$]*|"
       r"^make(?:\[\d+\])?: \*\*\* \[.*\] Error \d+", fix.TRACEBACK, fatal=True,
-      needles=("exception in thread \"", "panic: ", "panicked at", "make: ***", "make["))
+      needles=("exception in thread \"", "make: ***", "make["))
 _rule("crash.native", "traceback", "error", "the process crashed natively (segfault/abort)",
-      r"Segmentation fault|Fatal Python error|^Bus error\b|\bSIGSEGV\b|signal 11\b|"
+      r"Segmentation fault|Fatal Python error(?!: Aborted)|^Bus error\b|\bSIGSEGV\b|signal 11\b|"
       r"\*\*\* Error in|double free|free\(\): invalid|malloc\(\): |stack smashing|"
       r"Illegal instruction|Floating point exception|\bsegfault\b|exit code -11\b|exitcode\s*:\s*-(?:11|7|4|8)\b|"
       r"exited on signal (?:11|7|4|8)\b|terminate called without an active exception|0xC0000005|-1073741819|"
@@ -525,7 +530,8 @@ _rule("crash.native", "traceback", "error", "the process crashed natively (segfa
 # An abort is how C++ code ends after an error it already printed (`terminate called ... what():`, a collective
 # watchdog tearing the process down): it stands for that error, and is the answer only when nothing names one.
 _rule("crash.abort", "traceback", "error", "the process aborted (SIGABRT)",
-      r"core dumped|\bSIGABRT\b|signal 6\b|^Aborted\b|exitcode\s*:\s*-6\b|exited on signal 6\b",
+      r"core dumped|\bSIGABRT\b|signal 6\b|^Aborted\b|exitcode\s*:\s*-6\b|exited on signal 6\b|"
+      r"Fatal Python error: Aborted",
       fix.SEGV, role="cascade", fatal=True,
       needles=("core dumped", "sigabrt", "signal 6", "aborted", "exitcode", "exited on signal"))
 _rule("crash.glog_fatal", "traceback", "error", "a fatal check failed (glog FATAL: the process aborts)",
