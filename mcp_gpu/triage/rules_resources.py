@@ -86,7 +86,7 @@ _rule("ignore.deprecation", "traceback", "info", "a deprecation or future warnin
       "", role="ignore", needles=("deprecationwarning", "futurewarning", "userwarning", "runtimewarning",
                                  "resourcewarning", "warnings.warn", "deprecated", "will be removed in"))
 _rule("ignore.zero_counters", "nan_inf", "info", "a counter of NaN/inf events that reads zero",
-      r"\b(?:nan|inf)[\w/.-]*['\"]?\s*[:=]\s*['\"]?0(?:\.0+)?\b(?![.\d])(?!.*\b(?:loss|"
+      r"\b(?:nan|inf(?!o))[\w/.-]*['\"]?\s*[:=]\s*['\"]?0(?:\.0+)?\b(?![.\d])(?!.*\b(?:loss|"
       r"grad_?norm)\b['\"]?\s*[:=]\s*['\"]?[-+]?(?:nan|inf)\b)",
       "", role="ignore", ignore_case=True, needles=("nan", *_INF))
 
