@@ -145,7 +145,7 @@ def unwrap(text: str) -> str:
     while i < len(lines):
         line = lines[i]
         while len(line) >= width and len(line) % width == 0 and i + 1 < len(lines) and (
-                _joins_words(line[-width:], lines[i + 1]) or _continues(line[-width:], lines[i + 1])):
+                _wrapped_into(line[-width:], lines[i + 1])):
             i += 1
             line += lines[i]
         out.append(line)
@@ -169,10 +169,13 @@ _RECORD_START = re.compile(r"^(?:\s*File \"|\s|\[|\(|\d{2,4}[-/:.]\d|[A-Z][A-Z]+
                            r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Warning)\b|\w+@\S+[:$#]|[$#>] |\d+%\||[\w.-]+:\d+:\d+ )")
 
 
-def _continues(head: str, tail: str) -> bool:
-    """Whether a line after one of exactly the wrap width is the rest of it: it starts like no new record, and not
-    the way the cut line starts (rows of one source share their opening: a host:pid prefix, a timestamp's form)."""
-    return bool(tail.strip()) and not _RECORD_START.match(tail) and head[:RECORD_OPENING] != tail[:RECORD_OPENING]
+def _wrapped_into(head: str, tail: str) -> bool:
+    """Whether a line after one of exactly the wrap width is the rest of it: not when it opens the way the cut line
+    does (rows of one source share their opening: a host:pid prefix, a timestamp's form, a table's first column);
+    then when it starts like no new record, or when the join makes a rule's words whole."""
+    if head[:RECORD_OPENING] == tail[:RECORD_OPENING]:
+        return False
+    return (bool(tail.strip()) and not _RECORD_START.match(tail)) or _joins_words(head, tail)
 
 
 # a traceback frame cut before its end: Python's `  File "/path/x.py", line 3, in f` with the quote still open, or an
