@@ -298,11 +298,11 @@ WORDINGS += [
      'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].'),
     ('import_or_config_error',
      'nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown.'),
-    ('import_or_config_error',
+    ('cuda_device_error',
      'Failed to initialize NVML: Driver/library version mismatch'),
-    ('import_or_config_error',
+    ('cuda_device_error',
      "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."),  # noqa: E501 (a real message, kept whole)
-    ('import_or_config_error',
+    ('cuda_device_error',
      'RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 802: system not yet initialized'),  # noqa: E501 (a real message, kept whole)
     ('network_stall',
      "E: Failed to fetch http://archive.ubuntu.com/ubuntu/dists/jammy/InRelease  Temporary failure resolving 'archive.ubuntu.com'"),  # noqa: E501 (a real message, kept whole)
