@@ -425,10 +425,12 @@ _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
       r"[Kk]ernel (?:for \S+ )?appears to have died|"
       r"The Kernel crashed while executing code|process pool was terminated abruptly|"
       # HTCondor holding (stopping) a job for its memory use
-      r"[Hh]old reason: .{0,120}\b(?:memory|MemoryUsage|RequestMemory)\b|put on hold .{0,60}\bmemory\b",
+      r"[Hh]old reason: .{0,120}\b(?:memory|MemoryUsage|RequestMemory)\b|put on hold .{0,60}\bmemory\b|"
+      # the kernel's memcg report of old, and schedulers' words for a job over its memory request
+      r"killed as a result of limit of /|[Mm]emory usage exceeded (?:the )?(?:hard limit|request_memory|its request|limit)",
       fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("killed", "137", "-9", "exit code: 9", "memory budget", "your session crashed", "low swap: killing",
-               "hold reason: ", "put on hold",
+               "hold reason: ", "put on hold", "killed as a result of limit of", "memory usage exceeded",
                "paging file is too small", "winerror 1455",
                "all available ram", "out of ram",
                "ram is", "ram full", "ram exhausted", "out of memory", "out of host memory",
