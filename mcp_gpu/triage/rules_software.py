@@ -192,7 +192,7 @@ _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit end
 _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted the job",
       r"DUE TO PREEMPTION|\bPREEMPTED\b|\bPREEMPTION_IN_PROGRESS\b|[Pp]reemption triggered|"
       r"[Pp]re-empt(?:ed|ion)\b|PreemptionError|(?:due to|by|because of) (?:\w+ )?[Pp]reemption|"
-      r"INTERRUPTED_BY_\w+|Job reconnection failed|Job was evicted|JobEvictedEvent|spot/instance-action|"
+      r"INTERRUPTED_BY_\w+|\binterrupted_by_\w+|Job reconnection failed|Job was evicted|JobEvictedEvent|spot/instance-action|"
       r"\b(?:Pod|MPIJob|Job|Workload)Evicted\b|"
       r"[Ss]pot (?:[Ii]nstance )?[Ii]nterruption|[Pp]reemption notice|EventType\W{1,4}Preempt\b|state: PREEMPTED\b|"
       r"[Ii]nterrupted (?:by the spot|\(spot\))|"
@@ -224,11 +224,22 @@ _rule("sched.cancelled", "cancelled", "warn", "the job was cancelled",
       r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|^KeyboardInterrupt\b|got signal: 2\b|TERM_(?:FORCE_)?OWNER|"
       r"TERM_(?:FORCE_)?ADMIN|"
       r"Job was aborted by the user|scancel: Terminating job|"
-      r"\b(?:[Jj]ob|[Rr]un|[Tt]ask|[Ss]tep)\b.{0,40}\b(?:cancell?ed|aborted) by (?:the )?(?:user|owner|admin\w*|root)\b",
+      r"\b(?:[Jj]ob|[Rr]un|[Tt]ask|[Ss]tep)\b.{0,40}\b(?:cancell?ed|aborted) by (?:the )?(?:user|owner|admin\w*|root)\b|"
+      # PBS's qdel, HTCondor's condor_rm, LSF's bkill, and their words for a job the user removed
+      r"^qdel: |^condor_rm: |^bkill: |\b(?:deleted|removed|killed) by (?:the )?(?:user|owner|admin\w*)\b|"
+      r"marked for removal|(?:[Ii]nterrupted by|[Rr]eceived|[Cc]aught|[Gg]ot) (?:signal )?SIGINT\b",
       fix.CANCELLED,
       needles=("cancelled at", "keyboardinterrupt", "got signal: 2", "term_owner", "term_admin", "term_force_owner",
-               "term_force_admin", "aborted by the user", "scancel: terminating job",
+               "term_force_admin", "aborted by the user", "scancel: terminating job", "qdel: ", "condor_rm: ",
+               "bkill: ", "deleted by", "removed by", "killed by", "marked for removal", "sigint",
                "cancelled by", "canceled by", "aborted by"))
+
+# a hosted notebook's session ending (idle or over its run-time cap): the job stopped from outside, like a time limit
+_rule("sched.session_end", "time_limit", "error", "the notebook service ended the session (idle or run-time cap)",
+      r"disconnected you due to inactivity|exceeded the max(?:imum)? allowed execution (?:duration|time)|"
+      r"(?:shut down|stopped|terminated) due to (?:auto-?shutdown|inactivity|idle)",
+      fix.TIME_LIMIT, gotcha="SLURM2",
+      needles=("due to inactivity", "allowed execution", "due to auto-shutdown", "due to autoshutdown", "due to idle"))
 
 # --- the controlling terminal went away: every worker got SIGHUP (the SSH session or the tty closed)
 _rule("signal.sighup", "preempted", "error", "the terminal went away: the job got SIGHUP",
@@ -457,24 +468,27 @@ _rule("sched.node_fail", "preempted", "error", "the node failed or the job was r
       # notices ahead of the stop, and what a cluster does to a pod it takes back
       r"[Ss]cheduled for (?:termination|preemption|eviction)|"
       r"(?:[Ii]nstance|[Nn]ode|VM|[Pp]od|[Mm]achine|[Hh]ost)\b.{0,40}[Ss]cheduled for (?:maintenance|deletion)|\b[Oo]utbid\b|"
-      r"[Kk]illing container with id|Need to kill Pod|[Aa]uto-requeue signal",
+      r"[Kk]illing container with id|Need to kill Pod|[Aa]uto-requeue signal|[Nn]ode is shutting down|"
+      r"[Rr]equeing job|\btermination[- ]time\b|\([Pp]re-?emption\)",
       fix.PREEMPT, gotcha="SLURM2", fatal=True,
       needles=("due to node fail", "node failure", "requeue", "pod", "nodeshutdown", "terminating pod", "going down for",
                "system is powering down", "system is rebooting", "reboot: power down", "reboot: restarting system",
                "shut down", "shutdown", "shutting down", "recover", "instance", "offline", "runtime disconnected",
                "runtime has been disconnected",
                "runtime was disconnected", "scheduled for", "outbid", "killing container", "need to kill pod",
-               "auto-requeue"))
+               "auto-requeue", "node is shutting down", "requeing job", "termination time", "termination-time",
+               "(preemption)", "(pre-emption)", "(preemption)"))
 _rule("signal.sigterm_words", "preempted", "error", "the job received SIGTERM",
       r"got SIGTERM|\bsignal 15\b|signal: terminated|[Cc]aught (?:signal )?15\b|(?:exit|"
       r"return)(?: with)? ?code[:= ]\s*(?:143|-15)\b|"
       r"status:? ?143\b|"
       # "Exit code is 143" (YARN), "exited with code 143", "a non-zero status of 143" (Vertex AI), LSF's summary
       r"\b(?:[Ee]xit(?:ed)?|[Rr]eturn(?:ed)?|status)\b[^\n\d]{0,30}?(?:code|status)(?: is| of)?[:= ]\s*(?:143|-15)\b|"
-      r"[Tt]erminated by (?:signal )?(?:SIGTERM|TERM\b)|\bTERM signal\b|srun: error: \S+: tasks? [\d,-]+: Terminated\b",
+      r"[Tt]erminated by (?:signal )?(?:SIGTERM|TERM\b)|\bTERM signal\b|srun: error: \S+: tasks? [\d,-]+: Terminated\b|"
+      r"^\[\d+\][+-]?\s+Terminated\b",  # bash's job control reporting a background job's end
       fix.SIGTERM, role="sigterm", fatal=True,
       needles=("got sigterm", "signal 15", "signal: terminated", "caught 15", "caught signal 15", "143", "-15",
-               "terminated by", "term signal", ": terminated"))
+               "terminated by", "term signal", ": terminated", "terminated"))
 _rule("cuda_oom.runtimes", "cuda_oom", "error", "GPU memory ran out (TensorRT, ONNX Runtime, CuPy)",
       r"Cuda Runtime \(out of memory\)|[Cc]uda [Ee]rror in .*\(out of memory\)|GPU memory allocation error|"
       r"[Rr]equested amount of GPU memory .{0,40}could not be allocated|BFCArena.{0,80}Failed to allocate|"
