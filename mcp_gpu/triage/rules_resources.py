@@ -110,9 +110,12 @@ _rule("inodes.df", "inode_exhausted", "critical", "the filesystem is out of inod
       r"[Oo]ut of inodes|[Nn]o (?:free )?inodes|inodes? (?:are |is )?(?:exhausted|full|used up)|IUse%.*\b100%|"
       r"[Ii]node (?:quota|limit) (?:exceeded|reached)|[Ff]ile (?:count|number) (?:quota|limit)|"
       r"files? quota exceeded|exceeded (?:the )?(?:file|inode) (?:quota|limit)|[Tt]oo many files|\binode quota\b|"
-      r"(?<!open )files limit (?:reached|exceeded)",
+      r"(?<!open )files limit (?:reached|exceeded)|(?:reached|exceeded) your (?:file|inode)s? (?:limit|quota)|"
+      # too many entries in one directory: ext4's htree index full, the per-directory link limit (EMLINK)
+      r"Directory index full|cannot create directory .{0,200}: Too many links",
       fix.INODES, gotcha="U7", needles=("inode", "iuse%", "file count", "file number", "files quota",
-                                        "file quota", "file limit", "too many files", "files limit"))
+                                        "file quota", "file limit", "too many files", "files limit", "your file",
+                                        "directory index full", "too many links"))
 # ENOSPC when a file is created or linked, not written (Go's `open <path>: no space left on device` while a tar
 # layer is extracted, a store's hard links): creating needs an inode, writing needs bytes — on a disk full of bytes
 # the open succeeds and the write fails. (mkdir is left out: a new directory also needs a block.)
