@@ -340,9 +340,12 @@ _rule("gpu.driver_unreachable", "cuda_device_error", "error", "the GPU driver is
                "cuda_error_device_unavailable"))
 _rule("config.no_gpu", "import_or_config_error", "error", "torch sees no CUDA GPU",
       r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system|no CUDA-capable device is detected|"
-      r"CUDA_ERROR_NO_DEVICE|No CUDA GPUs are available", fix.NO_GPU, gotcha="U31",
+      r"CUDA_ERROR_NO_DEVICE|No CUDA GPUs are available|"
+      # asking for a GPU the job was not given (CUDA_VISIBLE_DEVICES, --gpus, a rank's local device)
+      r"invalid device ordinal|CUDA_ERROR_INVALID_DEVICE\b", fix.NO_GPU, gotcha="U31",
       needles=("torch not compiled with cuda enabled", "found no nvidia driver", "no cuda-capable device",
-               "cuda_error_no_device", "no cuda gpus are available"))
+               "cuda_error_no_device", "no cuda gpus are available", "invalid device ordinal",
+               "cuda_error_invalid_device"))
 
 # --- GPU faults (U22) and device-side errors
 _rule("gpu.xid_fatal", "cuda_device_error", "critical", "the GPU reported a fatal Xid / ECC fault",

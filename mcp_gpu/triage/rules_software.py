@@ -382,10 +382,18 @@ _rule("config.hardware", "import_or_config_error", "error", "the code needs anot
 _rule("config.more", "import_or_config_error", "error", "the environment or a package does not fit the code",
       r"AttributeError: module '[\w.]+' has no attribute|DistributionNotFound|ContextualVersionConflict|CUDA_HOME|"
       r"Ninja is required|compiled with different CUDA versions|does not recognize this architecture|"
-      r"[Pp]ermission denied(?! \(publickey)",
+      r"[Pp]ermission denied(?! \(publickey)|"
+      # a package the code needs, or one of the wrong version: the message says which and how to install it
+      r"requires? [\w.\-\[\]]+ to be installed|[Uu]nknown model type|model_type not recogni[sz]ed|"
+      r"created with a (?:newer|older|different) version of|Descriptors cannot (?:not )?be created directly|"
+      r"protoc >= [\d.]+|Microsoft Visual C\+\+ [\d.]+ or greater is required|"
+      r"Please specify `?\w+`? in `?\w*config|Expected one of .{0,300}device type at start of device string",
       fix.IMPORT, gotcha="U29", needles=("has no attribute", "distributionnotfound", "contextualversionconflict",
                                          "cuda_home", "ninja is required", "compiled with different cuda versions",
-                                         "does not recognize this architecture", "permission denied"))
+                                         "does not recognize this architecture", "permission denied", "to be installed",
+                                         "unknown model type", "model_type not recogni", "version of",
+                                         "descriptors cannot", "protoc >=", "microsoft visual c++", "please specify",
+                                         "device type at start of device string"))
 _rule("ssh.more", "ssh_disconnect", "warn", "the SSH session dropped",
       r"port 22\b.*(?:closed|reset|timed out|refused|[Bb]roken pipe)|Software caused connection abort|ssh_dispatch_run_fatal|"
       r"Connection (?:reset|closed) by \S+ port 22\b|\[lost tty\]|"
