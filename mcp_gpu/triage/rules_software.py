@@ -54,6 +54,13 @@ _rule("dataloader.tf_decode", "dataloader_error", "error", "an input image did n
       r"Invalid JPEG data|\[\[\{\{node (?:DecodeJpeg|DecodePng|DecodeImage|DecodeBmp|DecodeGif|DecodeAndCropJpeg|"
       r"ReaderReadV2|ParseSingleExample\w*|ParseExample\w*)\b",
       fix.DATALOADER, needles=("invalid jpeg data", "[[{{node "))
+# a sample the loader cannot read or batch: an image file that does not open or is cut short, samples of different
+# shapes collated in a worker (torch resizes shared storage there) or batched by tf.data, a damaged tar shard
+_rule("dataloader.bad_sample", "dataloader_error", "error", "a data sample cannot be read or batched",
+      r"cannot identify image file|image file is truncated|Trying to resize storage that is not resizable|"
+      r"Cannot batch tensors with different shapes|ReadError: unexpected end of data",
+      fix.DATALOADER, needles=("cannot identify image file", "image file is truncated", "resize storage that is not",
+                               "cannot batch tensors", "unexpected end of data"))
 # (libjpeg's own "Corrupt JPEG data" / "Premature end of JPEG" warnings are left alone: decoders print them and go on)
 
 # --- imports, configs, credentials
