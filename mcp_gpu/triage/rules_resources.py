@@ -369,11 +369,14 @@ _rule("gpu.other_stacks", "cuda_device_error", "error", "the GPU failed (ROCm, V
       r"NVMLError_(?:Unknown|GpuIsLost|Timeout|Uninitialized)|HSA_STATUS_ERROR_\w+|hipErrorIllegalAddress|"
       # Apple Metal: a command buffer the GPU aborted (IOAF codes, GPU timeouts of MPS/MLX kernels)
       r"[Cc]ommand buffer exited with error status|\(IOAF code \d+\)|kIOGPUCommandBufferCallbackError\w*|"
-      r"MTLCommandBufferError\w*",
+      r"MTLCommandBufferError\w*|"
+      # Ascend NPU kernels faulting on the device (AI Core / vector core exceptions)
+      r"[Aa][Ii][Cc]ore exception|aivector error|[Vv]ector core exception",
       fix.CUDA_FAULT, gotcha="U22", needles=("memory access fault by gpu", "devicelost", "vk_error_device_lost",
                                            "nvmlerror_", "hsa_status_error_", "hiperrorillegaladdress",
                                            "command buffer exited with error status", "(ioaf code",
-                                           "kiogpucommandbuffercallbackerror", "mtlcommandbuffererror"))
+                                           "kiogpucommandbuffercallbackerror", "mtlcommandbuffererror",
+                                           "aicore exception", "aivector error", "vector core exception"))
 _rule("gpu.cuda_fault", "cuda_device_error", "error", "a CUDA kernel or the GPU failed",
       r"illegal memory access|unspecified launch failure|CUDA error: (?:misaligned address|unknown error|"
       r"an illegal instruction|launch timed out|the launch timed out|operation not permitted|an illegal)|"
@@ -384,13 +387,15 @@ _rule("gpu.cuda_fault", "cuda_device_error", "error", "a CUDA kernel or the GPU 
       r"\bcuda(?:Launch|Memcpy\w*|DeviceSynchronize|StreamSynchronize)\b.*(?:fail|error)|"
       r"CUDA driver error|[Cc][Uu][Dd][Aa] failure \d+|[Cc]uda[Ee]rror|GPU (?:hang|fault|reset)|"
       r"failed to (?:query|synchronize|initialize|launch).{0,40}(?:CUDA|GPU|device)|CUresult|"
-      r"Unexpected (?:CUDA|GPU) error|Unexpected Event status|XLA.*(?:Internal|INTERNAL).*(?:CUDA|cuda|GPU)|[Cc]uda error \d+",
+      r"Unexpected (?:CUDA|GPU) error|Unexpected Event status|XLA.*(?:Internal|INTERNAL).*(?:CUDA|cuda|GPU)|[Cc]uda error \d+|"
+      r"Triton Error \[CUDA\]: |Critical Xid|Xid Error",
       fix.CUDA_FAULT, gotcha="U22",
       needles=("illegal memory access", "unspecified launch failure", "cuda error", "cublas_status_", "cudnn_status_",
                "cudaerror", "cuda_error_", "hiperror", "ncclunhandledcudaerror", "unhandled cuda error",
                "cudalaunch", "cudamemcpy", "cudadevicesynchronize",
                "cudastreamsynchronize", "cuda driver error", "cuda failure", "gpu hang", "gpu fault", "gpu reset",
-               "failed to", "curesult", "unexpected cuda error", "unexpected event status", "unexpected gpu error", "xla"))
+               "failed to", "curesult", "unexpected cuda error", "unexpected event status", "unexpected gpu error", "xla",
+               "triton error [cuda]", "critical xid", "xid error"))
 
 # Gloo's TCP pair losing its peer: the other rank's process went away mid-collective (it crashed or was killed)
 _rule("nccl.gloo_peer", "nccl_timeout", "error", "a Gloo peer closed the connection mid-collective",
