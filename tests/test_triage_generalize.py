@@ -585,3 +585,17 @@ def test_too_few_gpus_is_not_too_little_gpu_memory() -> None:
     tb = 'Traceback (most recent call last):\n  File "t.py", line 1, in <module>\n    main()\n'
     assert primary(tb + "RuntimeError: not enough GPU devices for tensor parallel size 8\n") != "cuda_oom"
     assert primary(tb + "RuntimeError: not enough VRAM to allocate activation buffer\n") == "cuda_oom"
+
+
+def _rl_iteration(i: int, value_loss: str) -> str:
+    return (f"Learning iteration {i}/10000\n               Value function loss: {value_loss}\n"
+            f"                    Surrogate loss: -0.0042\n             Mean action noise std: 0.56\n"
+            f"                 Mean total reward: 25.66\n")
+
+
+def test_a_loss_component_that_went_inf_is_recovered_only_by_that_component() -> None:
+    # an RL trainer prints several loss terms: the surrogate staying finite says nothing about the value loss
+    diverged = "".join(_rl_iteration(i, "0.81") for i in range(3)) + _rl_iteration(3, "inf")
+    assert triage_text(diverged).primary == "nan_inf"
+    recovered = diverged + "".join(_rl_iteration(i, "0.77") for i in range(4, 7))
+    assert triage_text(recovered).primary == "healthy"

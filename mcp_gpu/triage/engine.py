@@ -145,6 +145,26 @@ def _mark_survived(hits: list[_Hit], progress: ProgressFinder) -> None:
         h.survived = True
 
 
+# a named component of the loss (`Value function loss: inf` among an RL trainer's surrogate and entropy terms): only a
+# finite value of that same component shows it recovered, not a finite value of another term
+_NAMED_LOSS = re.compile(r"([A-Za-z][A-Za-z_ ]{1,40}?)[ _]loss\b['\"]?\s*[:=]?\s*['\"]?[-+]?(?:nan|inf)\b", re.IGNORECASE)
+_NOT_A_COMPONENT = re.compile(r"^(?:train\w*|the|my|total|val\w*|eval\w*|test\w*|prev\w*|last|best|mean|avg)$",
+                              re.IGNORECASE)
+
+
+def _named_loss_recovered(text: str, hits: list[_Hit]) -> None:
+    for h in hits:
+        if h.rule.id != "nan.loss" or not h.survived or h.fatal:
+            continue
+        m = _NAMED_LOSS.search(h.line)
+        name = m.group(1).strip() if m else ""
+        if not name or _NOT_A_COMPONENT.match(name.split()[-1]):
+            continue
+        finite = re.compile(rf"{re.escape(name)}[ _]loss\b['\"]?\s*[:=]?\s*['\"]?[-+]?\d", re.IGNORECASE)
+        if finite.search(text, h.index + len(h.line)) is None:
+            h.survived = False
+
+
 def _overflow_collapse(series: list[tuple[int, float | None]]) -> bool:
     """fp16 overflow lines as a trend: the loss scale fell below 1 or stayed pinned at 1 — not a warm-up search."""
     scales = [s for _, s in series if s is not None]
@@ -461,6 +481,7 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
     scan = _Scan(text, crashed, complete)
     hits = scan.hits
     _mark_survived(hits, ProgressFinder(text, scan.hit_lines))
+    _named_loss_recovered(text, hits)
     _after_done(text, hits)
     _grad_norm_recovered(text, hits)
     _anomaly_explained(hits)

@@ -388,14 +388,18 @@ _rule("gpu.cuda_fault", "cuda_device_error", "error", "a CUDA kernel or the GPU 
       r"CUDA driver error|[Cc][Uu][Dd][Aa] failure \d+|[Cc]uda[Ee]rror|GPU (?:hang|fault|reset)|"
       r"failed to (?:query|synchronize|initialize|launch).{0,40}(?:CUDA|GPU|device)|CUresult|"
       r"Unexpected (?:CUDA|GPU) error|Unexpected Event status|XLA.*(?:Internal|INTERNAL).*(?:CUDA|cuda|GPU)|[Cc]uda error \d+|"
-      r"Triton Error \[CUDA\]: |Critical Xid|Xid Error",
+      r"Triton Error \[CUDA\]: |Critical Xid|Xid Error|"
+      # CUDA's own fault codes quoted bare by engines (PhysX, game and simulation runtimes): 700 illegal address,
+      # 716 misaligned address, 719 launch failure
+      r"\b(?:[Ff]ailed|[Ee]rror)!? (?:with (?:error|code) )?(?:700|716|719)\b|Cuda context manager error",
       fix.CUDA_FAULT, gotcha="U22",
       needles=("illegal memory access", "unspecified launch failure", "cuda error", "cublas_status_", "cudnn_status_",
                "cudaerror", "cuda_error_", "hiperror", "ncclunhandledcudaerror", "unhandled cuda error",
                "cudalaunch", "cudamemcpy", "cudadevicesynchronize",
                "cudastreamsynchronize", "cuda driver error", "cuda failure", "gpu hang", "gpu fault", "gpu reset",
                "failed to", "curesult", "unexpected cuda error", "unexpected event status", "unexpected gpu error", "xla",
-               "triton error [cuda]", "critical xid", "xid error"))
+               "triton error [cuda]", "critical xid", "xid error", "700", "716", "719",
+               "cuda context manager error"))
 
 # Gloo's TCP pair losing its peer: the other rank's process went away mid-collective (it crashed or was killed)
 _rule("nccl.gloo_peer", "nccl_timeout", "error", "a Gloo peer closed the connection mid-collective",
