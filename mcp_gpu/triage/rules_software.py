@@ -308,7 +308,8 @@ _rule("net.timeout", "network_stall", "error", "a network request failed or time
       r"[Cc]onnection (?:error|failed|broken)|download (?:failed|interrupted|timed out)|[Ff]ailed to download|"
       r"curl: \(\d+\)|urlopen error|URLError|Errno 110|Errno 104|Errno 111|Errno 113|Errno -[23]\b|"
       r"[Tt]imed out (?:after|while|waiting for) .*(?:http|server|request|response|download|upload|hub|connect)|"
-      r"socket (?:has )?timed out",
+      r"socket (?:has )?timed out|GnuTLS recv error|TLS connection was non-properly terminated|"
+      r"unable to access 'https?://|HttpError: 5\d\d\b|\b5\d\d Backend Error",
       fix.NETWORK, gotcha="AD2",
       needles=("readtimeout", "connecttimeout", "connection", "max retries exceeded", "name resolution",
                "name or service not known", "couldn't", "localentrynotfounderror", "network", "read timed out",
@@ -318,7 +319,8 @@ _rule("net.timeout", "network_stall", "error", "a network request failed or time
                "getaddrinfo failed", "nodename nor servname", "http error 5", "server error", "bad gateway",
                "service unavailable", "gateway time", "too many requests", "429 client error", "download", "curl: (",
                "urlopen error", "urlerror", "socket has timed out", "socket timed out", "errno 110", "errno 104",
-               "errno 111", "errno 113", "errno -", "timed out"))
+               "errno 111", "errno 113", "errno -", "timed out", "gnutls recv error", "non-properly terminated",
+               "unable to access 'http", "httperror: 5", "backend error"))
 
 # --- more ways the same classes are worded by other frameworks, clouds and launchers
 _rule("dataloader.worker_signal", "dataloader_error", "error", "a DataLoader worker crashed natively",
@@ -357,7 +359,9 @@ _rule("ckpt.more", "checkpoint_corrupt", "error", "a checkpoint or downloaded we
       r"Unable to load weights from|is not a valid (?:checkpoint|safetensors)|invalid magic number|"
       r"(?:model|file|checkpoint|weights) (?:is |was )?corrupted or incomplete|not within the file bounds|"
       # TF's reader of a V1 checkpoint table, or of a file that is not one
-      r"not an sstable|Unable to open table file .{0,200}(?:[Dd]ata loss|bad magic|corrupt)",
+      r"not an sstable|Unable to open table file .{0,200}(?:[Dd]ata loss|bad magic|corrupt)|"
+      # a weights file of another format's reader: GGUF's magic, tensorstore reading an orbax checkpoint cut short
+      r"GGUF magic invalid|[Bb]ad magic number|Error reading (?:local )?file .{0,160}Unexpected end of file",
       fix.CKPT, gotcha="train.C2")
 _rule("config.build", "import_or_config_error", "error", "a CUDA extension or library does not fit the environment",
       r"Error building extension '|CUDA Setup failed|bitsandbytes was compiled without GPU support|"
