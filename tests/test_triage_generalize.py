@@ -599,3 +599,11 @@ def test_a_loss_component_that_went_inf_is_recovered_only_by_that_component() ->
     assert triage_text(diverged).primary == "nan_inf"
     recovered = diverged + "".join(_rl_iteration(i, "0.77") for i in range(4, 7))
     assert triage_text(recovered).primary == "healthy"
+
+
+def test_a_log_ending_on_mixed_case_error_records_is_not_healthy() -> None:
+    # simulators and game engines tag records `[Error]`, not `ERROR`; a run that stopped on them is not healthy
+    records = "".join(f"2024-11-25 09:13:0{i} [{i}ms] [Error] [omni.sim.plugin] solver step {i} did not converge\n"
+                      for i in range(3))
+    assert triage_text("step 10 | loss 0.5\n" + records).primary == "traceback"
+    assert triage_text("step 10 | loss 0.5\n" + records + "step 11 | loss 0.49\nstep 12 | loss 0.48\n").primary == "healthy"

@@ -61,7 +61,7 @@ _BACKGROUND_FRAME = re.compile(r"multiprocessing[/\\]queues\.py\S*, line \d+, in
 
 _LOG_ERROR = re.compile(r"^\s*(?:\[?(?:ERROR|FATAL|CRITICAL|Error|Fatal)\]?[:\s]|[EF]\d{4} \d\d:\d\d:\d\d|"
                         r"[\w.-]+: (?:error|fatal): |.*?\[E(?:\]|:| [\w.]+\.(?:cpp|cc|h|py):\d+\])|"
-                        r".*?(?:\s|\[|\|)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s|\|))")
+                        r".*?(?:\s|\[|\|)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s|\|)|.*?\[(?:Error|Fatal|Critical)\])")
 
 
 _ANNOUNCES = re.compile(r"\b(?:ERROR|WARN(?:ING)?|CRITICAL|[Ee]rror|[Ww]arning|[Ee]xception|[Cc]aught|[Ii]gnor\w*|"
