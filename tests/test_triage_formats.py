@@ -109,3 +109,21 @@ def test_a_hard_wrapped_paste_keeps_nearly_every_verdict(width: int, development
     flips = [(ex.name, before, after) for ex, before in development
              if (after := triage_text(_hard_wrap(ex.text, width)).primary) != before]
     assert len(flips) <= WRAP_FLIP_BUDGET * len(development), f"{len(flips)} verdicts changed: {flips[:5]}"
+
+
+def test_the_progress_finders_word_hints_find_what_the_full_patterns_find() -> None:
+    """The finder only tries its patterns on lines holding one of their literal words (a speed-up for logs of
+    NCCL chatter or tracebacks): on every corpus log it must answer exactly as the patterns alone do."""
+    from mcp_gpu.triage.paste import normalise
+    from mcp_gpu.triage.scan import ProgressFinder
+
+    asked = 0
+    for ex in load():
+        text = normalise(ex.text)
+        starts = [0, *[i + 1 for i, ch in enumerate(text) if ch == "\n"][::3]]
+        fast, full = ProgressFinder(text, set()), ProgressFinder(text, set(), hinted=False)
+        for pos in starts:
+            assert fast.after(pos) == full.after(pos), (ex.name, pos)
+            assert fast.finite_loss_after(pos) == full.finite_loss_after(pos), (ex.name, pos)
+            asked += 1
+    assert asked > 5_000

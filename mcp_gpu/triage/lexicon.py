@@ -62,8 +62,13 @@ LEXICON: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cls, re.compile(p)) fo
 ))
 
 
+TOPIC_CHARS = 1_000  # of a longer line, its head and tail: an error line names its subject near one end
+
+
 def topic(line: str) -> str | None:
     """The class an unexplained error line is about, or None when it names no subject a class owns."""
+    if len(line) > TOPIC_CHARS:
+        line = line[:TOPIC_CHARS * 3 // 5] + " ... " + line[-(TOPIC_CHARS * 2 // 5):]
     for cls, pattern in LEXICON:
         if pattern.search(line):
             return cls

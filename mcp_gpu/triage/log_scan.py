@@ -27,12 +27,13 @@ from mcp_gpu.triage.rules import (
     Role,
     Rule,
 )
-from mcp_gpu.triage.scan import INDEX, clean_segments, is_tb_header, needle_lines, tb_rest
+from mcp_gpu.triage.scan import INDEX, LONG_LINE, clean_segments, is_tb_header, needle_lines, tb_rest
 from mcp_gpu.untrusted import clean_line as clean_remote
 
 EVIDENCE_CHARS = 320
 
 
+JUDGE_CHARS = LONG_LINE  # of a longer line, the first and last 2,000 characters are judged
 TRACEBACK_WALK = 400  # lines a traceback may span before its final exception line
 WRAP_MIN = 70  # a frame or code line at least this long may have been wrapped by the terminal or the paste
 WRAP_LINES = 3  # wrapped tails skipped per traceback at most
@@ -452,6 +453,11 @@ class _Scan:
         self._skip_to = pos
 
     def _judge(self, index: int, line: str, *, final: bool, found: set[str] | None) -> None:
+        if len(line) > JUDGE_CHARS:
+            # a very long line (a dump, a one-line paste of many records): its head and its tail are judged, so the
+            # rules' windows cost what they cost on a normal line; the words of a message sit at one end or the other
+            line = line[:JUDGE_CHARS // 2] + " ... " + line[-(JUDGE_CHARS // 2):]
+            found = None
         rule = _match(line, found)
         if rule is None:
             cls = topic(line) if (final or (self.bare_exceptions and (_EXC_LINE.match(line) or

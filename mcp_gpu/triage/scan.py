@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from mcp_gpu.triage.needles import NeedleFinder
+from mcp_gpu.triage.needles import NeedleFinder, trie_pattern
 from mcp_gpu.triage.rule import RECOVERY_PATTERN
 from mcp_gpu.triage.rules import RULES, Rule
 
@@ -33,6 +33,9 @@ TB_HEADER = "traceback (most recent call last)"
 _TB_HEADER_RE = re.compile(r"(?:^|\s|(?<=[\]|>)]))(?:Original )?Traceback \(most recent call last\):?")
 # structural needles: the exception line of a crash without its traceback header, and torchrun's exit codes
 _STRUCTURAL = (TB_HEADER, "error", "exception", "exitcode", "mounted on", "fatal", "critical", "quota")
+
+
+LONG_LINE = 4_000  # a line longer than this is read by its first and last 2,000 characters (log_scan.JUDGE_CHARS)
 
 
 class NeedleIndex:
@@ -92,7 +95,10 @@ def needle_lines(text: str) -> Iterator[Line]:
             at = m.start()
             start = low.rfind("\n", 0, at) + 1
             end = low.find("\n", at)
-            found = INDEX.needles_in(low[start:end + 1])
+            if end - start > LONG_LINE:  # judged by its head and tail only (log_scan.JUDGE_CHARS): look there
+                found = INDEX.needles_in(low[start:start + LONG_LINE // 2] + "\n" + low[end - LONG_LINE // 2:end + 1])
+            else:
+                found = INDEX.needles_in(low[start:end + 1])
             if found:  # the piece found may belong to no whole needle on this line
                 yield Line(base + start, base + end, found)
             pos = end + 1
@@ -137,13 +143,20 @@ def tb_rest(line: str) -> str | None:
 
 # Training going on: a progress bar, a step/epoch counter, a finite loss, or a stage reported done.
 _PROGRESS = re.compile(
-    r"(?<!\d)(?:[1-9]\d?|100)%\|| [1-9]\d*/\d+ \[\d|\d\s*(?:it/s|s/it|[kMG]?B/s)\b|"
+    r"(?<!\d)(?:[1-9]\d?|100)%\|| [1-9]\d*/\d+ \[[\d:]+<|\d\s*(?:it/s|s/it|[kMG]?B/s)\b|"
     r"\b(?:step|steps|iter|iteration|epoch|global_step|num_updates|update|batch)\b['\"]?\s*[:=#]?\s*\[?\s*(?!0\b)\d|"
     r"\bException ignored in\b|"
     r"\b(?:train_|training_)?loss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d|"
     r"\b(?:successfully|succeeded|(?:training|download|upload|epoch|step) (?:completed|complete|finished|done)|"
     r"(?:saved|saving) (?:model|checkpoint)|resum(?:ed|ing) (?:training|from)|continu(?:e|"
     r"ing) training)\b|" + RECOVERY_PATTERN, re.IGNORECASE | re.MULTILINE)
+# A literal word every `_PROGRESS` match holds (lower-cased): a tqdm bar with a total prints `[elapsed<remaining`, so
+# "<" stands for the bars; the words of the step, loss, completion and recovery alternatives stand for theirs.
+_PROGRESS_HINT = re.compile(trie_pattern([
+    "%|", "<", "it/s", "s/it", "b/s", "step", "iter", "epoch", "update", "batch", "exception ignored in", "loss",
+    "successfully", "succeeded", "complete", "finished", "done", "saved", "saving", "resum", "continu", "resolved",
+    "established", "restored", "reconnected"]))
+_LOSS_HINT = re.compile("loss")
 # a client saying the trouble is over: progress even though the line names the error it recovered from
 _RECOVERED = re.compile(RECOVERY_PATTERN)
 # a finite loss value: what a NaN/inf loss needs after it to count as survived
@@ -181,13 +194,14 @@ class _Cached:
 class ProgressFinder:
     """The next line of real progress (or of a finite training loss) after a position."""
 
-    def __init__(self, text: str, hit_lines: set[int]) -> None:
+    def __init__(self, text: str, hit_lines: set[int], *, hinted: bool = True) -> None:
         self.text = text
         self.hit_lines = hit_lines
         self.after = _Cached(self._progress)
         # a second cursor for "and then more progress", asked at positions of its own
         self.after_next = _Cached(self._progress)
         self.finite_loss_after = _Cached(self._finite_loss)
+        self._lower: str | None = None if hinted else ""  # "": every search runs the full pattern
 
     def is_bar(self, start: int) -> bool:
         """Whether the line starting at `start` is a progress bar (tqdm and the like)."""
@@ -199,9 +213,36 @@ class ProgressFinder:
         end = self.text.find("\n", m.end())
         return start, len(self.text) if end < 0 else end
 
+    def _low(self) -> str:
+        if self._lower is None:
+            low = self.text.lower()
+            # (a few characters lower-case to two: then positions would not line up, and the hints are not used)
+            self._lower = low if len(low) == len(self.text) else ""
+        return self._lower
+
+    def _next(self, pattern: re.Pattern[str], hint: re.Pattern[str], pos: int) -> re.Match[str] | None:
+        """The first match of `pattern` at or after `pos`, tried only on lines that hold one of its literal words
+        (`hint`, found in the lower-cased text at the speed of a plain scan): a log of nothing but NCCL chatter or
+        tracebacks costs one fast pass instead of the full pattern at every position."""
+        low = self._low()
+        if not low:
+            return pattern.search(self.text, pos)
+        n = len(self.text)
+        while True:
+            h = hint.search(low, pos)
+            if h is None:
+                return None
+            start = self.text.rfind("\n", 0, h.start()) + 1
+            end = self.text.find("\n", h.end())
+            end = n if end < 0 else end
+            m = pattern.search(self.text, max(pos, start), end)
+            if m is not None:
+                return m
+            pos = end + 1
+
     def _progress(self, pos: int) -> int | None:
         while True:
-            m = _PROGRESS.search(self.text, pos)
+            m = self._next(_PROGRESS, _PROGRESS_HINT, pos)
             if m is None:
                 return None
             start, end = self._line(m)
@@ -217,7 +258,7 @@ class ProgressFinder:
 
     def _finite_loss(self, pos: int) -> int | None:
         while True:
-            m = _FINITE_LOSS.search(self.text, pos)
+            m = self._next(_FINITE_LOSS, _LOSS_HINT, pos)
             if m is None:
                 return None
             start, end = self._line(m)
