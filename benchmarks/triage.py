@@ -56,6 +56,20 @@ def make_log(mb: float, seed: int = 0) -> str:
     return "\n".join(out)
 
 
+def make_chatter_log(mb: float) -> str:
+    """A log with no training progress at all after an early error (NCCL INFO chatter of a hung job): the worst
+    case for the search for progress after a line, which has nothing to find."""
+    lines = ["RuntimeError: something odd happened while warming up"]
+    size, i = 0, 0
+    target = int(mb * 1024 * 1024)
+    while size < target:
+        i += 1
+        line = f"node01:2411:{2400 + i % 64} [{i % 8}] NCCL INFO Channel {i % 32:02d}/32 :    0   1   2   3 via P2P/IPC read"
+        lines.append(line)
+        size += len(line) + 1
+    return "\n".join(lines)
+
+
 def naive_triage(text: str) -> str:
     """Every line against every rule's regex in table order; the first matching cause decides."""
     found = "healthy"
@@ -112,6 +126,18 @@ def main() -> int:
             naive_rows.append((real_mb, nbest, best))
         print(f"triage {real_mb:.1f} MB: best {best:.2f} s", file=sys.stderr)
 
+    chatter_rows = []
+    for mb in (2.0, 20.0):
+        text = make_chatter_log(mb)
+        real_mb = len(text.encode()) / 1024**2
+        assert triage_text(text).primary == "traceback"
+        best, _ = best_of(lambda text=text: triage_text(text), args.reps)
+        nbest = None
+        if mb <= 2.0:
+            nbest, _ = best_of(lambda text=text: naive_triage(text), 1)
+        chatter_rows.append((real_mb, best, nbest))
+        print(f"chatter {real_mb:.1f} MB: best {best:.2f} s", file=sys.stderr)
+
     cat = load_catalogue()
     lookup("warm up")
     look_rows = []
@@ -146,6 +172,11 @@ def main() -> int:
     for mb, nb, b in naive_rows:
         lines.append(f"- Naive engine (every line × every rule regex) on {mb:.1f} MB: {nb:.2f} s — "
                      f"**{nb / b:.0f}×** slower than `triage_text` ({mb / nb:.1f} MB/s).")
+    lines += ["", "A log with no training progress after an early error (NCCL INFO chatter of a hung job, the worst case for "
+              "the search for progress after a line):", "",
+              "| log | best s | MB/s | naive s | ratio |", "|---|---|---|---|---|",
+              *[f"| {mb:.1f} MB | {b:.2f} | {mb / b:.0f} | " + (f"{nb:.2f} | {nb / b:.0f}× |" if nb else "— | — |")
+                for mb, b, nb in chatter_rows], ""]
     lines += [
         "- In the server the work runs on a worker thread (`anyio.to_thread.run_sync`), so other calls go on "
         "meanwhile (tested in tests/test_triage_tool.py).",
