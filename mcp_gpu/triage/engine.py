@@ -153,16 +153,20 @@ _NOT_A_COMPONENT = re.compile(r"^(?:train\w*|the|my|total|val\w*|eval\w*|test\w*
 
 
 def _named_loss_recovered(text: str, hits: list[_Hit]) -> None:
+    by_name: dict[str, list[_Hit]] = {}
     for h in hits:
         if h.rule.id != "nan.loss" or not h.survived or h.fatal:
             continue
         m = _NAMED_LOSS.search(h.line)
         name = m.group(1).strip() if m else ""
-        if not name or _NOT_A_COMPONENT.match(name.split()[-1]):
-            continue
+        if name and not _NOT_A_COMPONENT.match(name.split()[-1]):
+            by_name.setdefault(name.lower(), []).append(h)
+    for name, named in by_name.items():  # one pass over the text per component name, however many hits it has
         finite = re.compile(rf"{re.escape(name)}[ _]loss\b['\"]?\s*[:=]?\s*['\"]?[-+]?\d", re.IGNORECASE)
-        if finite.search(text, h.index + len(h.line)) is None:
-            h.survived = False
+        last = max((m.start() for m in finite.finditer(text)), default=-1)
+        for h in named:
+            if last <= h.index:
+                h.survived = False
 
 
 def _overflow_collapse(series: list[tuple[int, float | None]]) -> bool:
