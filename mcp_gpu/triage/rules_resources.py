@@ -264,7 +264,7 @@ _rule("dataloader.killed", "dataloader_error", "error", "a DataLoader worker was
 _rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: the OOM killer, unless someone ran kill -9",
       r"^\W*Killed\b|已杀死|: line \d+:\s+\d+ Killed\b|^zsh: killed\b|exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\) received by PID|"
       r"return code = -9\b|died with <Signals\.SIGKILL: 9>|killed by signal: Killed|[Kk]illed by signal 9\b|"
-      r"signal 9 \(SIGKILL\)|\(SIGKILL\)|exit (?:code|status):? -9\b|\bsignal: killed\b|task \d+: Killed|"
+      r"signal 9 \(SIGKILL\)|\(SIGKILL\)|exit (?:code|status):? -9\b|\bsignal: killed\b|tasks? [\d,-]+: Killed|"
       r"terminated with signal SIGKILL|Signals\.SIGKILL|SIGKILL: 9",
       fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("killed", "已杀死", "exitcode", "sigkill", "return code = -9", "signal 9", "code -9", "code: -9",

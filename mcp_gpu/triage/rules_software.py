@@ -365,19 +365,28 @@ _rule("ckpt.more", "checkpoint_corrupt", "error", "a checkpoint or downloaded we
       fix.CKPT, gotcha="train.C2")
 _rule("config.build", "import_or_config_error", "error", "a CUDA extension or library does not fit the environment",
       r"Error building extension '|CUDA Setup failed|bitsandbytes was compiled without GPU support|"
+      r"ninja: build stopped: subcommand failed|\[WinError 126\]|DLL load failed|Error loading \"[^\"]+\.dll\"|"
       r"KeyError: '(?:llama|mistral|mixtral|qwen\w*|gemma\w*|phi\w*|falcon|gpt_neox|starcoder2?|mpt|baichuan|chatglm|"
       r"internlm\w*|deepseek\w*|olmo\w*|cohere|dbrx|jamba|mamba\w*|llava\w*|idefics\w*|paligemma|siglip|glm\w*|yi)'",
       fix.IMPORT, gotcha="U29", needles=("error building extension", "cuda setup failed", "compiled without gpu support",
-                                         "keyerror: '"))
+                                         "keyerror: '", "ninja: build stopped", "[winerror 126]", "dll load failed",
+                                         ".dll\""))
 _rule("config.load", "import_or_config_error", "error", "a package failed to load or precompile",
       r"Failed to precompile|ERROR: Unable to load dependency|does not find an installed|"
       r"[Ee]rror loading shared librar", fix.IMPORT, gotcha="U29",
       needles=("failed to precompile", "unable to load dependency", "does not find an installed",
                "error loading shared librar"))
 _rule("config.submit", "import_or_config_error", "error", "the scheduler refused the job as submitted",
-      r"Batch job submission failed|[Rr]equested node configuration is not available|[Ii]nvalid (?:account|partition|qos)",
+      r"Batch job submission failed|[Rr]equested node configuration is not available|[Ii]nvalid (?:account|partition|qos)|"
+      r"Unable to create step for job|More processors requested than permitted|[Jj]ob rejected by all possible "
+      r"destinations|"
+      # Kubernetes cannot place or start the pod: no node has the GPUs asked for, the image does not pull
+      r"\d+/\d+ nodes are available: .{0,120}Insufficient (?:nvidia\.com/gpu|amd\.com/gpu|google\.com/tpu|memory|cpu)|"
+      r"ImagePullBackOff|ErrImagePull|Failed to pull image",
       fix.ARGS, needles=("batch job submission failed", "requested node configuration", "invalid account",
-                         "invalid partition", "invalid qos"))
+                         "invalid partition", "invalid qos", "unable to create step for job",
+                         "more processors requested than permitted", "job rejected by all possible",
+                         "nodes are available: ", "imagepullbackoff", "errimagepull", "failed to pull image"))
 _rule("config.launch_env", "import_or_config_error", "error", "the script was started without its launcher's environment",
       r"KeyError: '(?:LOCAL_RANK|RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT|LOCAL_WORLD_SIZE)'|"
       r"environment variable \w+ expected, but not set", fix.ARGS,
@@ -444,6 +453,11 @@ _rule("cascade.mpi", "traceback", "error", "an MPI/Horovod launcher reports a fa
       r"[Pp]rimary job\s+terminated normally, but \d+ process(?:es)? returned", fix.TORCHRUN, role="cascade", fatal=True,
       needles=("mpirun detected that one or more processes exited", "returned a non-zero exit code",
                "exit with status code", "exited on signal", "mpi_abort was invoked on rank", "terminated normally, but"))
+
+# Kubernetes restarting a container that keeps exiting: the crash is the container's own (its log says which)
+_rule("cascade.k8s", "traceback", "error", "Kubernetes keeps restarting a crashing container",
+      r"CrashLoopBackOff|Back-off restarting failed container", fix.TORCHRUN, role="cascade", fatal=True,
+      needles=("crashloopbackoff", "back-off restarting failed container"))
 
 _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
       r"^(?:\[\d+\][+-]?\s+)?(?:\d+\s+)?Killed\b|(?:exit(?:ed)?|return|error)(?: with)? ?code[:= ]\s*(?:137|-9)\b|"
