@@ -448,11 +448,12 @@ _rule("nccl.init", "nccl_timeout", "error", "ranks timed out meeting at initiali
       r"Timed out initializing process group|store based barrier|Socket Timeout|timed out waiting for all ranks|"
       r"[Rr]endezvous.*(?:timed out|timeout|[Cc]losed)|RendezvousTimeoutError|TCPStore.*(?:timed out|timeout)|"
       r"(?:wait|Wait) timeout|Connection closed by peer \[|[Bb]arrier timed out|detected missing heartbeats|"
+      r"stopped sending heartbeats|tasks are unhealthy|"
       r"Collective ops is aborted",
       fix.NCCL_INIT, gotcha="train.MN1", ignore_case=True,
       needles=("timed out initializing", "store based barrier", "socket timeout", "timed out waiting for all ranks",
                "rendezvous", "tcpstore", "wait timeout", "connection closed by peer [", "barrier timed out",
-               "missing heartbeats", "collective ops is aborted"))
+               "missing heartbeats", "collective ops is aborted", "stopped sending heartbeats", "tasks are unhealthy"))
 _rule("nccl.error", "nccl_timeout", "error", "an NCCL communication error",
       r"nccl(?:System|Internal|Remote|InvalidUsage|InvalidArgument)Error|NCCL error in:|NCCL communicator was aborted|"
       r"DistBackendError|NCCL error|NCCL failure|NCCL_ERROR|ncclCommAbort|NCCL Error \d|[Cc]ommunicator (?:was )?aborted|"

@@ -393,6 +393,7 @@ _rule("config.launch_env", "import_or_config_error", "error", "the script was st
       needles=("keyerror: '", "expected, but not set"))
 _rule("config.hardware", "import_or_config_error", "error", "the code needs another GPU generation or build",
       r"only supports Ampere GPUs or newer|requires (?:a GPU with )?compute capability|compiled with different CUDA|"
+      r"only supported on GPUs with compute capability|compute capability of at least|"
       r"Unrecognized configuration class|does not exist or is not currently imported|"
       r"[Nn]o (?:valid )?(?:GPU|CUDA device) (?:is )?(?:found|available)|setup does ?n[o']t support bf16", fix.CUDA_VERSION,
       gotcha="U28",
