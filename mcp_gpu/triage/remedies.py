@@ -1,7 +1,7 @@
 """The fixed next step for each failure family: one sentence a person can act on, shown with a triage finding.
 
-Rules (`rules_resources.py`, `rules_software.py`) name these as `fix.CUDA_OOM`, ...; keeping them apart keeps the
-rule rows short enough to read as a table.
+Rules (`rules_resources.py`, `rules_software.py`, `rules_crashes.py`) name these as `fix.CUDA_OOM`, ...; keeping
+them apart keeps the rule rows short enough to read as a table.
 """
 
 CUDA_OOM = ("Lower the micro-batch (keep the effective batch with gradient accumulation), then bf16, activation "

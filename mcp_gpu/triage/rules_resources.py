@@ -1,6 +1,6 @@
-"""The first half of the rule table: routine lines, then resources (disk, memory, NaN, GPU, collectives).
+"""The first part of the rule table: routine lines, then resources (disk, memory, NaN, GPU, collectives).
 
-Order matters (first match wins) and continues in `rules_software.py`; `rules.py` joins the two.
+Order matters (first match wins) and continues in `rules_software.py`, then `rules_crashes.py`; `rules.py` joins them.
 """
 
 from __future__ import annotations

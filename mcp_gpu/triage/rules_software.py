@@ -1,5 +1,5 @@
-"""The second half of the rule table: the DataLoader, imports and configs, code bugs, schedulers and signals, SSH,
-the network, other stacks' wordings, native crashes and launcher cascades (after `rules_resources.py`).
+"""The second part of the rule table: the DataLoader, imports and configs, code bugs, schedulers and signals, SSH,
+the network, other stacks' wordings (after `rules_resources.py`, before `rules_crashes.py`).
 """
 
 from __future__ import annotations
@@ -556,59 +556,5 @@ _rule("disk.words", "disk_full", "critical", "the disk or volume is full",
 _rule("inodes.words", "inode_exhausted", "critical", "the filesystem is out of inodes",
       r"[Ii]nodes? (?:usage|use|used).{0,20}(?:100|9\d)%|IUse%? ?=? ?100%|\b0 (?:free )?inodes|free inodes:? 0\b",
       fix.INODES, gotcha="U7", needles=("inode", "iuse"))
-
-# --- native crashes and launcher cascades
-# the JVM's uncaught exception (`Exception in thread "main" java.lang.X`) and a build step failing under make: fatal,
-# named by no rule above (Go and Rust panics: `crash.panic`)
-_rule("crash.other_runtime", "traceback", "error",
-      "the process died of an uncaught exception (JVM) or a failed build step",
-      r"^Exception in thread \"[^\"]+\" (?:[a-z][\w$]*\.)+[A-Z][\w$]*|"
-      r"^make(?:\[\d+\])?: \*\*\* \[.*\] Error \d+", fix.TRACEBACK, fatal=True,
-      needles=("exception in thread \"", "make: ***", "make["))
-_rule("crash.native", "traceback", "error", "the process crashed natively (segfault/abort)",
-      r"Segmentation fault|Fatal Python error(?!: Aborted)|^Bus error\b|\bSIGSEGV\b|signal 11\b|"
-      r"\*\*\* Error in|double free|free\(\): invalid|malloc\(\): |stack smashing|"
-      r"Illegal instruction|Floating point exception|\bsegfault\b|exit code -11\b|exitcode\s*:\s*-(?:11|7|4|8)\b|"
-      r"exited on signal (?:11|7|4|8)\b|terminate called without an active exception|0xC0000005|-1073741819|"
-      r"0xC00000FD|-1073741571|[Aa]ccess violation",
-      fix.SEGV, fatal=True,
-      needles=("segmentation fault", "fatal python error", "bus error", "sigsegv",
-               "signal 11", "*** error in", "double free", "free(): invalid", "malloc(): ",
-               "stack smashing", "illegal instruction", "floating point exception", "segfault", "exit code -11",
-               "exitcode", "exited on signal", "terminate called without an active exception", "0xc0000005",
-               "-1073741819", "0xc00000fd", "-1073741571", "access violation"))
-# An abort is how C++ code ends after an error it already printed (`terminate called ... what():`, a collective
-# watchdog tearing the process down): it stands for that error, and is the answer only when nothing names one.
-_rule("crash.abort", "traceback", "error", "the process aborted (SIGABRT)",
-      r"core dumped|\bSIGABRT\b|signal 6\b|^Aborted\b|exitcode\s*:\s*-6\b|exited on signal 6\b|"
-      r"Fatal Python error: Aborted",
-      fix.SEGV, role="cascade", fatal=True,
-      needles=("core dumped", "sigabrt", "signal 6", "aborted", "exitcode", "exited on signal"))
-_rule("crash.glog_fatal", "traceback", "error", "a fatal check failed (glog FATAL: the process aborts)",
-      r"^\s*F\d{4} \d\d:\d\d:\d\d|^[\d\-: .]+F (?:tensorflow|external|xla|third_party)/\S+:\d+\]|\] Check failed: ",
-      fix.SEGV, role="cascade", fatal=True, needles=("f0", "f1", " f tensorflow/", " f external/", " f xla/",
-                                                      " f third_party/", "check failed: "))
-_rule("crash.panic", "traceback", "error", "the program panicked (Rust/Go)",
-      r"thread '[^']*' panicked at|^panic: |^goroutine \d+ \[running\]", fix.TRACEBACK, fatal=True,
-      needles=("panicked at", "panic: ", "goroutine"))
-_rule("cascade.torchrun", "traceback", "error", "a worker or launcher failed",
-      r"ChildFailedError|SignalException|failed \(exitcode: -?\d+\) local_rank|terminate called after throwing|"
-      r"exitcode\s*:\s*-?[1-9]\d*|process terminated with signal|terminated with (?:exit code|signal)|"
-      r"exited with (?:exit )?code:? ?[1-9]|Exited with exit code [1-9]|returned non-zero exit status|"
-      r"non-zero exit (?:status|code)|[Ee]xit (?:status|code):? ?[1-9]\d*\b|[Ee]xit(?:ed)? abnormally|"
-      r"CalledProcessError|WorkerGroupFailureException|RayTaskError|RayActorError|ActorDiedError|"
-      r"[Ww]orker (?:\S+ )?(?:died|crashed)|killed by signal|[Pp]rocess \d+ (?:died|terminated|"
-      r"exited(?! (?:with (?:exit )?code:? ?0\b|normally|successfully|cleanly)))|"
-      r"Trial .* errored|with return code [1-9]|[Rr]eturn code(?::| =)? ?-?[1-9]|died with <Signals|[Kk]illed by signal|"
-      r"Killing subprocess|"
-      r"[Tt]erminating (?:process|workers)|[Ss]hutting down workers|Error occurred when executing|"
-      r"[Jj]ob (?:\S+ )?(?:failed|FAILED)|[Tt]raining (?:failed|crashed|aborted)",
-      fix.TORCHRUN, role="cascade", fatal=True,
-      needles=("childfailederror", "signalexception", "failed (exitcode", "terminate called after throwing", "exitcode",
-               "process terminated with signal", "terminated with", "exited with", "returned non-zero exit status",
-               "non-zero exit", "exit status", "exit code", "abnormally", "calledprocesserror",
-               "workergroupfailureexception", "raytaskerror", "rayactorerror", "actordiederror", "died", "crashed",
-               "killed by signal", "exited", "terminated", "errored", "return code", "terminating", "killing subprocess",
-               "shutting down workers", "error occurred when executing", "failed", "aborted"))
 
 SOFTWARE_RULES: tuple[Rule, ...] = _TABLE.rules()

@@ -80,7 +80,7 @@ def render() -> str:
         "",
         "## How the engine decides",
         "",
-        "`mcp_gpu/triage/`: the rule table is data (`rules_resources.py` then `rules_software.py`, joined in",
+        "`mcp_gpu/triage/`: the rule table is data (`rules_resources.py`, `rules_software.py`, `rules_crashes.py`, joined in",
         "`rules.py`; one row per family of lines: class, severity, regex, remedy, gotcha id, role, whether the line",
         "alone is fatal; remedies in `remedies.py`); `scan.py` finds every rule's literal needles in one pass;",
         "`log_scan.py` walks tracebacks to their exception line; `lexicon.py` holds the topic words; `engine.py` judges:",
