@@ -2,12 +2,14 @@
 
 Every development excerpt of the corpus is triaged as pasted and again as `kubectl logs --timestamps`, `srun -l`,
 torchrun's `[rankN]:`, Windows line ends, terminal colours, a Markdown code block's indent, `docker compose logs`,
-Ray's worker prefix, a tagging `tee` and `mpirun --tag-output` would show it; no verdict may change. (Held-out
-excerpts are left out: nobody looks at them one by one.)
+Ray's worker prefix, a tagging `tee`, `mpirun --tag-output`, the container runtime's log files and a web page
+that escaped and typeset it would show it; no verdict may change. (Held-out excerpts are left out: nobody looks
+at them one by one.)
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
 import pytest
@@ -35,6 +37,15 @@ FORMATS: dict[str, Callable[[str], str]] = {
     "Ray worker prefix": _per_line(lambda i: f"(RayTrainWorker pid={4000 + i % 3 * 517}) "),
     "a tee that tags stderr": _per_line(lambda i: "[stderr] "),
     "mpirun --tag-output": _per_line(lambda i: f"[1,{i % 2}]<stderr>:"),
+    # the container runtime's own log files and `crictl logs`: stamp, stream, F (a full line)
+    "CRI log file": _per_line(lambda i: f"2026-05-01T12:00:{i % 60:02d}.123456789Z stderr F "),
+    "a bare time of day": _per_line(lambda i: f"12:{i // 60 % 60:02d}:{i % 60:02d} "),
+    "a log viewer's export (tab after the stamp)": _per_line(lambda i: f"2026-05-01 12:00:{i % 60:02d}.123\t"),
+    # a log copied from a rendered web page: entities, curly quotes, no-break spaces, a blank line after each line
+    "HTML entities": lambda text: html.escape(text, quote=True),
+    "curly quotes": lambda text: text.replace("'", "\u2019").replace('"', "\u201d"),
+    "no-break spaces": lambda text: text.replace("  ", "\u00a0 "),
+    "a blank line after every line": lambda text: text.replace("\n", "\n\n"),
 }
 
 

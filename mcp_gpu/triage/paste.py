@@ -10,6 +10,8 @@ that every line shares without knowing them in advance.
 
 from __future__ import annotations
 
+import html
+import itertools
 import re
 from collections import Counter
 
@@ -34,8 +36,48 @@ _QUOTES = re.compile(r"[\"']")  # quoted keys are the program's output
 
 
 def normalise(text: str) -> str:
-    """The paste as the program printed it (quote marks, a shared prefix, a code block's indent and hard wraps gone)."""
-    return unwrap_frames(unwrap_tail(unwrap(dedent(strip_shared_prefix(unquote(text))))))
+    """The paste as the program printed it (a web page's escapes and typography, quote marks, a shared prefix, a
+    code block's indent, a blank line after every line and hard wraps gone)."""
+    return unwrap_frames(unwrap_tail(unwrap(undouble(dedent(strip_shared_prefix(unquote(unweb(text))))))))
+
+
+# A log copied from a rendered web page (a forum post, a scraped thread, an HTML report) carries what the page did to
+# it: entities where the program printed `<`, `>`, `"`, `'`, `&`; curly quotes where it printed straight ones; no-break
+# and thin spaces where it printed spaces; zero-width characters. Rules are written against what programs print.
+_ENTITY = re.compile(r"&(?:quot|gt|lt|amp|apos|nbsp|#0*39|#x0*27|#0*34|#x0*22|#0*60|#0*62);")
+_TYPOGRAPHY = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " ",
+                             "\u2009": " ", "\u202f": " ", "\u2007": " ", "\u200b": None, "\ufeff": None})
+_TYPOGRAPHIC = re.compile("[\u2018\u2019\u201c\u201d\u00a0\u2009\u202f\u2007\u200b\ufeff]")
+
+
+def unweb(text: str) -> str:
+    """The text as the program printed it before a web page escaped and typeset it."""
+    if "&" in text and _ENTITY.search(text):
+        text = html.unescape(text)
+    if _TYPOGRAPHIC.search(text):
+        text = text.translate(_TYPOGRAPHY)
+    return text
+
+
+DOUBLE_SHARE = 0.9  # of the gaps between non-blank lines, the share that must be one blank line
+
+
+def undouble(text: str) -> str:
+    """A paste with a blank line after every line (what copying some viewers' output gives) loses the blank lines,
+    so that a traceback's frames and its exception line are neighbours again. A log that only has blank lines here
+    and there keeps them."""
+    if "\n\n" not in text:
+        return text
+    sample = text[:WRAP_SAMPLE_CHARS].split("\n")  # decided on the head, so a long log that is not doubled costs little
+    gaps = blank = 0
+    for prev, line in itertools.pairwise(sample):
+        if prev.strip() and not line.strip():
+            blank += 1
+        elif prev.strip() and line.strip():
+            gaps += 1
+    if blank < PREFIX_MIN_LINES or blank < DOUBLE_SHARE * (blank + gaps):
+        return text
+    return "\n".join(line for line in text.split("\n") if line.strip())
 
 
 _QUOTED = re.compile(r"^> ?", re.MULTILINE)
