@@ -607,3 +607,53 @@ def test_a_log_ending_on_mixed_case_error_records_is_not_healthy() -> None:
                       for i in range(3))
     assert triage_text("step 10 | loss 0.5\n" + records).primary == "traceback"
     assert triage_text("step 10 | loss 0.5\n" + records + "step 11 | loss 0.49\nstep 12 | loss 0.48\n").primary == "healthy"
+
+
+_SRUN_PROGRESS = "".join(f"0: step {i} | loss {2 - i / 100:.2f}\n" for i in range(5))
+
+
+@pytest.mark.parametrize(("ending", "expected"), [
+    # srun kills the step's other tasks after one task failed: the failure is the cause, not the OOM killer
+    ("srun: error: n1: task 2: Segmentation fault (core dumped)\nsrun: launch/slurm: _step_signal: Terminating "
+     "StepId=7.0\nslurmstepd: error: *** STEP 7.0 ON n1 CANCELLED AT 2024-01-01T00:00:00 ***\n"
+     "srun: error: n1: tasks 0-1,3: Killed\n", "traceback"),
+    ("srun: error: n1: task 2: Exited with exit code 1\nsrun: error: n1: tasks 0-1,3: Killed\n", "traceback"),
+    # the scheduler's own kill after its time limit or a cancellation belongs to that stop
+    ("slurmstepd: error: *** STEP 7.0 ON n1 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***\n"
+     "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\nsrun: error: n1: tasks 0-3: Killed\n",
+     "time_limit"),
+    ("slurmstepd: error: *** STEP 7.0 ON n1 CANCELLED AT 2024-01-01T00:00:00 ***\nsrun: error: n1: tasks 0-3: Killed\n",
+     "cancelled"),
+    # with nothing before it, tasks killed are the OOM killer's work; Slurm's OOM report stays what it says
+    ("srun: error: n1: tasks 0-3: Killed\n", "host_oom_killed"),
+    ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=7.0.\nsrun: error: n1: task 2: Out Of Memory\n"
+     "srun: error: n1: tasks 0-1,3: Killed\n", "host_oom_killed"),
+])
+def test_what_srun_or_the_scheduler_kills_after_the_end_is_not_the_oom_killer(ending: str, expected: str) -> None:
+    assert triage_text(_SRUN_PROGRESS + ending).primary == expected
+
+
+def test_an_exception_line_glued_to_a_code_line_by_interleaved_streams_is_still_read() -> None:
+    # stdout's copy of the traceback and stderr's exception line interleaved: the exception lands on a code line
+    log = ("step 2000 | loss 0.61\nTraceback (most recent call last):\n"
+           '  File "train_tacotron.py", line 721, in <module>\n'
+           "    main(args)RuntimeError:  [!] NaN loss with decoder_loss.\n\n"
+           '  File "train_tacotron.py", line 623, in main\n    scaler_st)\n'
+           '  File "layers/losses.py", line 398, in forward\n    raise RuntimeError(f" [!] NaN loss with {key}.")\n')
+    assert triage_text(log).primary == "nan_inf"
+    # a code line that merely calls or names an exception type is code, not an event
+    code = ("step 2000 | loss 0.61\nTraceback (most recent call last):\n"
+            '  File "train.py", line 9, in <module>\n    raise RuntimeError("loss is nan: stop")\n'
+            "KeyError: 'labels'\n")
+    assert triage_text(code).primary == "traceback"
+
+
+def test_an_exception_printed_at_interpreter_exit_is_not_training_going_on() -> None:
+    # "Exception ignored in atexit callback" comes after the crash, while Python shuts down
+    crash = ("RuntimeError: DataLoader worker (pid 56811) is killed by signal: Bus error. It is possible that "
+             "dataloader's workers are out of shared memory. Please try to raise your shared memory limit.\n")
+    log = (crash + "Exception ignored in atexit callback: <function _MultiProcessingDataLoaderIter._clean_up_worker>\n"
+           "Traceback (most recent call last):\n"
+           '  File "/usr/lib/python3.10/multiprocessing/popen_fork.py", line 40, in wait\n'
+           "    if not wait([self.sentinel], timeout):\n")
+    assert triage_text(log).primary == "dataloader_error"

@@ -238,6 +238,37 @@ def _resolve_sigterm(hits: list[_Hit], worker_exits: list[str]) -> None:
             h.role = "cascade" if explained else "cause"
 
 
+# srun's report of the tasks it killed itself (`srun: error: node: tasks 0-38,40-63: Killed`), and the step
+# cancellation it logs when it tears a step down, and what counts as one task failing first
+_SRUN_KILLED = re.compile(r"\btasks? [\d,-]+: Killed\b")
+_STEP_CANCELLED = re.compile(r"\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+ \*\*\*\s*$")
+_TASK_FAILED = re.compile(r"srun: error: \S+: tasks? [\d,-]+: (?:Exited with exit code [1-9]|Segmentation fault|"
+                          r"Aborted|Bus error|Floating point exception|Illegal instruction)|_step_signal: Terminating")
+_STOPPED = frozenset({"time_limit", "cancelled", "preempted"})
+
+
+def _launcher_kills(hits: list[_Hit]) -> list[_Hit]:
+    """What a scheduler or srun kills after the job already ended is not the OOM killer: a SIGKILL after a time limit,
+    a cancellation or a preemption is that stop's; srun killing the other tasks after one task failed (or after it
+    was told to end the step) is a consequence of that failure, and so is the bare step cancellation srun logs then.
+    Those kills are dropped (they are no event of their own); the cancellation becomes a cascade."""
+    stop = failed = None
+    kept = []
+    for h in hits:
+        if failed is None and _TASK_FAILED.search(h.line):
+            failed = h.index
+        if h.rule.id == "host_oom.sigkill" and h.role == "cause" and (
+                stop is not None or (failed is not None and _SRUN_KILLED.search(h.line))):
+            continue
+        if h.cls in _STOPPED and h.role in ("cause", "sigterm"):
+            if failed is not None and _STEP_CANCELLED.search(h.line):
+                h.role = "cascade"  # srun ended the step because a task had failed: no one cancelled the job
+            elif stop is None:
+                stop = h.index
+        kept.append(h)
+    return kept
+
+
 def _confidence(best: _Hit, cascade: bool) -> float:
     """How sure: a named rule on the line that ended the run is surest; a warning-level line, an unclassified
     exception, a launcher's report or an error-level line no rule knows, less and less."""
@@ -519,6 +550,7 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
             h.role, h.severity = "cause", "warn"
         live += [h for h in trend if not h.survived]
     live.sort(key=lambda h: h.index)
+    live = _launcher_kills(live)
     _resolve_sigterm(live, scan.worker_exits)
 
     groups = _group(live)

@@ -100,6 +100,9 @@ _GENERIC_TYPES = re.compile(r"^(?:[\w.]+\.)?(?:OSError|IOError|EnvironmentError|
 # worker is re-raised as "Caught X in DataLoader worker process", a rule of its own)
 _LOADER_INTERNAL = re.compile(r"torch[/\\]utils[/\\]data[/\\]_utils[/\\](?:pin_memory|worker)\.py|queue_runner_impl\.py")
 
+# an exception name and message glued to the end of a frame's code line: `    main(args)RuntimeError: [!] NaN loss`
+# (right after a call's closing bracket: an exception named inside the code, `except X:`, is code)
+_GLUED_EXC = re.compile(r"(?<=[)\]])([A-Z]\w*(?:Error|Exception)):\s+\S")
 # an exception line with no message: the message is on the lines below it (a multi-line `raise X("""...""")`)
 _EMPTY_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):?\s*$")
 EXC_MESSAGE_LINES = 4
@@ -409,6 +412,10 @@ class _Scan:
                     last_frame = line.strip()
                     if last_frame.startswith("File "):
                         frames.append(last_frame)
+                    elif (glued := _GLUED_EXC.search(line)) is not None:
+                        # stderr's exception line glued onto a code line of stdout's copy of the traceback (two
+                        # streams interleaved): it is the exception the traceback ended in, out of place
+                        self._judge(pos, line[glued.start(1):], final=True, found=None)
                     background = background or _BACKGROUND_FRAME.search(line) is not None
                 pos = end + 1
                 continue

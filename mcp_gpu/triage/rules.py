@@ -74,7 +74,9 @@ FRAME_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple((_re(p), c) for p, 
     (r"torch[/\\]utils[/\\]data[/\\]|_worker_loop|pin_memory|rebuild_storage_fd|resource_sharer|"
      r"[/\\]dataloader[/\\]|dataloader_iter\.py|gluon[/\\]data[/\\]|mindspore[/\\]dataset[/\\]|"
      # TensorFlow 1's queue runners and tf.data's iterator: the input pipeline
-     r"queue_runner_impl\.py|data[/\\]ops[/\\]iterator_ops\.py", "dataloader_error"),
+     r"queue_runner_impl\.py|data[/\\]ops[/\\]iterator_ops\.py|"
+     # batchgenerators' augmenter pools (nnU-Net)
+     r"batchgenerators[/\\]dataloading[/\\]", "dataloader_error"),
     (r"find_executable_batch_size|memory\.py\S*, line \d+, in decorator|empty_cache|caching_allocator", "cuda_oom"),
     (r"requests[/\\]|urllib3[/\\]|http[/\\]client\.py|[/\\]socket\.py|[/\\]ssl\.py|aiohttp[/\\]|"
      r"huggingface_hub[/\\]file_download|datasets[/\\]utils[/\\]file_utils|get_from_cache|hf_hub_download",

@@ -262,7 +262,8 @@ _rule("host_oom.limits", "host_oom_killed", "error", "a memory limit was exceede
 _rule("dataloader.killed", "dataloader_error", "error", "a DataLoader worker was killed (SIGKILL): usually host RAM",
       r"DataLoader worker \(pid[^)]*\) is killed by signal: Killed", fix.HOST_OOM, gotcha="U9", fatal=True)
 _rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: the OOM killer, unless someone ran kill -9",
-      r"^\W*Killed\b|已杀死|: line \d+:\s+\d+ Killed\b|^zsh: killed\b|exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\) received by PID|"
+      r"^\W*Killed\b(?! by (?:signal )?(?:15|SIGTERM|1|SIGHUP|2|SIGINT)\b)|"
+      r"已杀死|: line \d+:\s+\d+ Killed\b|^zsh: killed\b|exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\) received by PID|"
       r"return code = -9\b|died with <Signals\.SIGKILL: 9>|killed by signal: Killed|[Kk]illed by signal 9\b|"
       r"signal 9 \(SIGKILL\)|\(SIGKILL\)|exit (?:code|status):? -9\b|\bsignal: killed\b|tasks? [\d,-]+: Killed|"
       r"terminated with signal SIGKILL|Signals\.SIGKILL|SIGKILL: 9",
@@ -365,14 +366,20 @@ _rule("gpu.device_assert", "cuda_device_error", "error", "a CUDA device-side ass
       fix.DEVICE_ASSERT, gotcha="train.O14", needles=("device-side assert", "assertion `", "cuda_error_assert",
                                                        "cudaerrorassert", "block: ["))
 _rule("gpu.other_stacks", "cuda_device_error", "error", "the GPU failed (ROCm, Vulkan, NVML)",
-      r"Memory access fault by GPU|ErrorDeviceLost|DeviceLostError|VK_ERROR_DEVICE_LOST|"
+      # a device lost, as Vulkan, Level Zero / oneAPI's unified runtime (Intel XPU) and DirectX word it
+      r"Memory access fault by GPU|ErrorDeviceLost|DeviceLostError|\b(?:VK|UR_RESULT|ZE_RESULT)_ERROR_DEVICE_LOST|"
+      r"DXGI_ERROR_DEVICE_(?:REMOVED|HUNG|RESET)|"
+      # a HIP runtime call that failed, as SYCL runtimes over HIP (AdaptiveCpp/hipSYCL) report it
+      r"\bhip(?!Malloc)[A-Z]\w*\(\) failed\b|"
       r"NVMLError_(?:Unknown|GpuIsLost|Timeout|Uninitialized)|HSA_STATUS_ERROR_\w+|hipErrorIllegalAddress|"
       # Apple Metal: a command buffer the GPU aborted (IOAF codes, GPU timeouts of MPS/MLX kernels)
-      r"[Cc]ommand buffer exited with error status|\(IOAF code \d+\)|kIOGPUCommandBufferCallbackError\w*|"
+      # (its out-of-memory code is GPU memory running out: cuda_oom)
+      r"[Cc]ommand buffer exited with error status|\(IOAF code \d+\)|kIOGPUCommandBufferCallbackError(?!OutOfMemory)\w*|"
       r"MTLCommandBufferError\w*|"
       # Ascend NPU kernels faulting on the device (AI Core / vector core exceptions)
       r"[Aa][Ii][Cc]ore exception|aivector error|[Vv]ector core exception",
-      fix.CUDA_FAULT, gotcha="U22", needles=("memory access fault by gpu", "devicelost", "vk_error_device_lost",
+      fix.CUDA_FAULT, gotcha="U22", needles=("memory access fault by gpu", "devicelost", "_error_device_lost",
+                                           "dxgi_error_device_", ") failed",
                                            "nvmlerror_", "hsa_status_error_", "hiperrorillegaladdress",
                                            "command buffer exited with error status", "(ioaf code",
                                            "kiogpucommandbuffercallbackerror", "mtlcommandbuffererror",
@@ -428,11 +435,12 @@ _rule("nccl.watchdog", "nccl_timeout", "error", "a collective timed out (watchdo
       r"reduce_scatter|alltoall|ALLREDUCE|ALLGATHER|BROADCAST|_ALLGATHER_BASE|REDUCE_SCATTER)\w*.*[Tt]imeout|"
       r"Timed out waiting for.*(?:collective|rank|NCCL|[Bb]arrier)|"
       r"DistNetworkError(?!.*(?:[Aa]ddress already in use|errno: 98))|[Gg]loo.*[Tt]imed out|"
-      r"(?:NCCL|collective|process group).{0,40}(?: hang|stuck|timed out)|TORCH_NCCL_ASYNC_ERROR_HANDLING",
+      # (not the name TORCH_NCCL_ASYNC_ERROR_HANDLING alone: launchers print it when they set or override it)
+      r"(?:NCCL|collective|process group).{0,40}(?: hang|stuck|timed out)",
       fix.WATCHDOG, gotcha="train.D20",
       needles=("watchdog", "collective operation timeout", "timeout at nccl work", "ran for", "processgroupnccl",
                "checktimeout", "workcleanuploop", "heartbeat", "nccl operation", "nccl work", "nccl collective",
-               "timeout", "timed out", "distnetworkerror", " hang", "stuck", "torch_nccl_async_error_handling"))
+               "timeout", "timed out", "distnetworkerror", " hang", "stuck"))
 _rule("nccl.hccl", "nccl_timeout", "error", "an HCCL collective failed or timed out (Ascend)",
       r"Hccl\w+, error code is|\bEI000[26]\b|Remote Rank did not send the data in time|HCCL.{0,60}(?:timeout|timed out|"
       r"times out)|HcclCommInit\w* fail|[Nn]otify register (?:times|timed) out|[Nn]otify wait.{0,20}time(?:s|d)? ?out",
@@ -458,11 +466,13 @@ _rule("nccl.error", "nccl_timeout", "error", "an NCCL communication error",
       r"nccl(?:System|Internal|Remote|InvalidUsage|InvalidArgument)Error|NCCL error in:|NCCL communicator was aborted|"
       r"DistBackendError|NCCL error|NCCL failure|NCCL_ERROR|ncclCommAbort|NCCL Error \d|[Cc]ommunicator (?:was )?aborted|"
       # XLA's and other stacks' report of a failed NCCL call, and NCCL's own text for ncclSystemError
-      r"NCCL operation \S+ failed|ncclCommInit\w* failed|unhandled system error",
+      r"NCCL operation \S+ failed|ncclCommInit\w* failed|unhandled system error|"
+      # NCCL's socket transport failing to reach a peer (the "Last error:" line under ncclSystemError)
+      r"\bsocket(?:Start|Poll|Finalize)?Connect: Connect to \S+ failed",
       fix.NCCL, gotcha="train.MN2",
       needles=("ncclsystemerror", "ncclinternalerror", "ncclremoteerror", "ncclinvalidusageerror",
                "ncclinvalidargumenterror", "nccl error", "distbackenderror", "communicator", "nccl failure", "nccl_error",
-               "ncclcommabort", "nccl operation", "ncclcomminit", "unhandled system error"))
+               "ncclcommabort", "nccl operation", "ncclcomminit", "unhandled system error", "connect: connect to"))
 _rule("nccl.warn", "nccl_timeout", "warn", "NCCL warned", r"NCCL WARN\b", fix.NCCL, gotcha="train.MN2")
 
 RESOURCE_RULES: tuple[Rule, ...] = _TABLE.rules()

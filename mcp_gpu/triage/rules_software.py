@@ -34,7 +34,13 @@ _rule("dataloader.worker_exc", "dataloader_error", "error", "an exception inside
       r"DataLoader(?:Iter)? .*worker.*(?:exception|crashed)|Critical error in pipeline", fix.DATALOADER,
       needles=("dataloader", "critical error in pipeline"))
 _rule("dataloader.timeout", "dataloader_error", "error", "a DataLoader worker timed out",
-      r"DataLoader timed out after \d+", fix.DL_TIMEOUT)
+      # (MXNet Gluon's loader words it without the class name)
+      r"DataLoader timed out after \d+|^\s*Worker timed out after \d+ seconds", fix.DL_TIMEOUT,
+      needles=("dataloader timed out after", "worker timed out after"))
+# augmentation worker pools outside torch (batchgenerators of nnU-Net, its multi-threaded augmenters): their workers died
+_rule("dataloader.augmenter", "dataloader_error", "error", "the data augmentation workers died",
+      r"background workers are no longer alive|[Aa]ugmenter.{0,40}workers? (?:died|crashed|(?:is|are) dead)",
+      fix.DATALOADER, gotcha="train.DP9", fatal=True, needles=("workers are no longer alive", "augmenter"))
 _rule("dataloader.signal", "dataloader_error", "error", "a DataLoader worker was killed by a signal",
       r"DataLoader worker \(pid[^)]*\) is killed by signal|worker \(pid[^)]*\) is killed by signal|"
       r"(?:dataloader|data loader|data_loader).{0,60}(?:killed|terminated|signal)",
@@ -181,7 +187,9 @@ _rule("code.scaler", "traceback", "error", "the GradScaler state was not restore
 # --- scheduler verdicts (before the SIGTERM rules: a time limit also sends SIGTERM)
 _rule("sched.time_limit", "time_limit", "error", "the scheduler's time limit ended the job",
       r"DUE TO TIME LIMIT|\bDeadlineExceeded\b|[Ww]all ?time \d+ exceeded limit|TERM_RUNLIMIT|TERM_DEADLINE\b|"
-      r"exceeded (?:the |its )?(?:wall ?time|run ?time) limit|job killed: walltime|[Ww]all ?clock limit|"
+      # (Nextflow: "Process exceeded running time limit (4h)")
+      r"exceeded (?:the |its )?(?:wall ?time|run ?time|running time|time) limit|job killed: walltime|"
+      r"[Ww]all ?clock limit|"
       r"exceeded the maximum (?:execution |run ?|wall ?)?time|execution took longer than|TERM_CPULIMIT|"
       r"exceeded hard wallclock|[Mm]aximum (?:run ?time|runtime|session (?:length|time))\b.{0,30}\b(?:reached|exceeded)|"
       r"exceeded (?:the )?CPU (?:time )?limit|DUE TO JOB NOT ENDING WITH SIGNALS|cput \d+ exceeded limit|enforced h_rt|"
@@ -261,10 +269,11 @@ _rule("signal.sigterm", "preempted", "error", "the job received SIGTERM",
       r"got signal: 15\b|Signal 15 \(SIGTERM\) received by PID|exitcode\s*:\s*-15\b|^Terminated$|: line \d+:\s+\d+ Terminated\b|"
       r"[Cc]aught SIGTERM|SIGTERM (?:signal )?(?:received|caught|detected)|[Rr]eceived (?:signal )?(?:15|SIGTERM)|"
       r"Signals\.SIGTERM|[Tt]erminated by signal SIGTERM|^Terminated: 15\b|[Kk]illed by (?:signal )?(?:SIGTERM|15)\b|"
-      r"[Bb]ypassing signal SIGTERM|[Hh]andling signal:? SIGTERM|"
+      r"[Bb]ypassing signal SIGTERM|[Hh]andling signal:? SIGTERM|[Ss]ignal received:? SIGTERM\b|"
       r"(?:[Dd]ue to|[Cc]aught signal|on) SIGTERM\b",
       fix.SIGTERM, role="sigterm", fatal=True,
-      needles=("sigterm", "handling signal", "death signal", "got signal: 15", "exitcode", "terminated", "received signal 15",
+      needles=("sigterm", "handling signal", "signal received",
+               "death signal", "got signal: 15", "exitcode", "terminated", "received signal 15",
                "received 15"))
 
 # --- SSH session (U1, GEN8), then the network
@@ -331,13 +340,16 @@ _rule("sched.preempted_more", "preempted", "error", "the job was stopped from ou
       # LSF's exit reasons for a job stopped from outside: preempted, a signal from outside LSF, a run window closed,
       # the host's load threshold
       r"TERM_PREEMPT\b|TERM_EXTERNAL_SIGNAL\b|TERM_WINDOW\b|TERM_LOAD\b|TERM_RMS\b|TERM_UNKNOWN\b|"
+      # PBS's mail when the server itself ended the job (a node lost, an operator's qdel -W force)
+      r"[Aa]borted by PBS Server|"
       r"\bREQUEUED\b|[Rr]equeu(?:e|ing) (?:the )?job|TERM_REQUEUE_\w+|"
       r"(?:[Rr]eceived|[Hh]andling|[Cc]aught|got) (?:signal )?SIGUSR[12]|NodeDiedError|[Nn]ode (?:has )?died|"
       r"missed too many heartbeats|TPU (?:was |has been )?preempted|[Hh]ost maintenance|NodeShutdown|"
       r"[Nn]ode (?:is )?(?:being )?drained|[Ss]pot (?:instance )?(?:termination|reclaim)|will be terminated|"
       r"is being terminated|[Ll]ost (?:the )?(?:node|worker node|host)\b",
       fix.PREEMPT, gotcha="SLURM2", fatal=True,
-      needles=("srun: forcing job termination", "srun: job step aborted", "srun: force terminated", "requeued", "requeue",
+      needles=("aborted by pbs server",
+               "srun: forcing job termination", "srun: job step aborted", "srun: force terminated", "requeued", "requeue",
                "term_preempt", "term_external_signal", "term_window", "term_load", "term_rms", "term_unknown",
                "sigusr",
                "nodediederror", "died", "missed too many heartbeats", "preempted", "host maintenance",
@@ -416,7 +428,9 @@ _rule("config.more", "import_or_config_error", "error", "the environment or a pa
                                          "descriptors cannot", "protoc >=", "microsoft visual c++", "please specify",
                                          "device type at start of device string"))
 _rule("ssh.more", "ssh_disconnect", "warn", "the SSH session dropped",
-      r"port 22\b.*(?:closed|reset|timed out|refused|[Bb]roken pipe)|Software caused connection abort|ssh_dispatch_run_fatal|"
+      # (NCCL's socket layer prints the same errno as "Connect to <peer> failed : Software caused connection abort")
+      r"port 22\b.*(?:closed|reset|timed out|refused|[Bb]roken pipe)|(?<!failed : )Software caused connection abort|"
+      r"ssh_dispatch_run_fatal|"
       r"Connection (?:reset|closed) by \S+ port 22\b|\[lost tty\]|"
       r"Connection closed by \S+ port \d+|[Ss]erver unexpectedly closed network connection|Received disconnect from|"
       r"Permission denied \(publickey|Could not establish connection to|Connection timed out during banner exchange",
@@ -461,7 +475,8 @@ _rule("cascade.k8s", "traceback", "error", "Kubernetes keeps restarting a crashi
       needles=("crashloopbackoff", "back-off restarting failed container"))
 
 _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
-      r"^(?:\[\d+\][+-]?\s+)?(?:\d+\s+)?Killed\b|(?:exit(?:ed)?|return|error)(?: with)? ?code[:= ]\s*(?:137|-9)\b|"
+      r"^(?:\[\d+\][+-]?\s+)?(?:\d+\s+)?Killed\b(?! by (?:signal )?(?:15|SIGTERM|1|SIGHUP|2|SIGINT)\b)|"
+      r"(?:exit(?:ed)?|return|error)(?: with)? ?code[:= ]\s*(?:137|-9)\b|"
       r"EXIT CODE: 9\b|(?:\]|it/s|s/it|%)\s*Killed\s*$|^\[\d+\][+-]?\s+\d+\s+killed\s|memory budget\. Restarting|"
       r"returncode=-9\b|returned -9\b|The paging file is too small|WinError 1455|all available RAM|out of RAM\b|"
       r"RAM (?:is )?(?:full|exhausted)|Your session crashed|low swap: killing|killing largest compressed process|"
@@ -534,10 +549,13 @@ _rule("cuda_oom.runtimes", "cuda_oom", "error", "GPU memory ran out (TensorRT, O
                                            "out of memory to allocate", "no available memory for the cache blocks"))
 _rule("cuda_oom.words", "cuda_oom", "error", "GPU memory ran out",
       r"cudaMalloc\w* (?:failed|error)|Unable to find a valid cuDNN algorithm|MPS backend out of memory|"
+      # Apple Metal (MLX, MPS): a command buffer the GPU could not give memory to
+      r"kIOGPUCommandBufferCallbackErrorOutOfMemory|\[METAL\] .{0,60}Insufficient Memory|"
       r"XPU out of memory|out of (?:GPU|VRAM|video) memory|Tried to allocate [\d.]+ ?[KMGT]i?B|ResourceExhaustedError|"
       r"Dst tensor is not initialized|"
       r"cuMemAlloc\w* failed|unable to allocate (?:\w+ )?(?:backend|CUDA\d*|device|GPU) buffer",
       fix.CUDA_OOM, gotcha="U10", needles=("cudamalloc", "unable to find a valid cudnn algorithm",
+                                           "kiogpucommandbuffercallbackerroroutofmemory", "insufficient memory",
                                            "mps backend out of memory", "xpu out of memory", "out of gpu memory",
                                            "out of vram", "out of video memory", "tried to allocate",
                                            "resourceexhaustederror", "cumemalloc", "dst tensor is not initialized",

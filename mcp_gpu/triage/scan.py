@@ -147,7 +147,8 @@ def tb_rest(line: str) -> str | None:
 _PROGRESS = re.compile(
     r"(?<!\d)(?:[1-9]\d?|100)%\|| [1-9]\d*/\d+ \[[\d:]+<|\d\s*(?:it/s|s/it|[kMG]?B/s)\b|"
     r"\b(?:step|steps|iter|iteration|epoch|global_step|num_updates|update|batch)\b['\"]?\s*[:=#]?\s*\[?\s*(?!0\b)\d|"
-    r"\bException ignored in\b|"
+    # (not in an atexit callback: that is the interpreter on its way out)
+    r"\bException ignored in\b(?! atexit)|"
     r"\b(?:train_|training_)?loss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d|"
     r"\b(?:successfully|succeeded|(?:training|download|upload|epoch|step) (?:completed|complete|finished|done)|"
     r"(?:saved|saving) (?:model|checkpoint)|resum(?:ed|ing) (?:training|from)|continu(?:e|"
@@ -253,7 +254,8 @@ class ProgressFinder:
                 continue
             line = self.text[start:end]
             last = clean_segments(line)[-1] if line else ""
-            if start not in self.hit_lines and (last.startswith("Exception ignored in") or _RECOVERED.search(last)
+            ignored = last.startswith("Exception ignored in") and "atexit" not in last
+            if start not in self.hit_lines and (ignored or _RECOVERED.search(last)
                                                 or not _NOT_PROGRESS.search(last)):
                 return start
             pos = end + 1
