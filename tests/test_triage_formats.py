@@ -41,6 +41,11 @@ FORMATS: dict[str, Callable[[str], str]] = {
     "CRI log file": _per_line(lambda i: f"2026-05-01T12:00:{i % 60:02d}.123456789Z stderr F "),
     "a bare time of day": _per_line(lambda i: f"12:{i // 60 % 60:02d}:{i % 60:02d} "),
     "a log viewer's export (tab after the stamp)": _per_line(lambda i: f"2026-05-01 12:00:{i % 60:02d}.123\t"),
+    # moreutils' `ts` (`python train.py | ts`), a CI runner's stamps and its group mark, a log pasted as comments
+    "moreutils ts": _per_line(lambda i: f"May 01 12:{i // 60 % 60:02d}:{i % 60:02d} "),
+    "GitHub Actions step log": _per_line(lambda i: f"2026-05-01T12:00:{i % 60:02d}.1234567Z "
+                                         + ("##[group]" if i == 0 else "")),
+    "pasted as comments": _per_line(lambda i: "# "),
     # a log copied from a rendered web page: entities, curly quotes, no-break spaces, a blank line after each line
     "HTML entities": lambda text: html.escape(text, quote=True),
     "curly quotes": lambda text: text.replace("'", "\u2019").replace('"', "\u201d"),

@@ -24,14 +24,14 @@ PREFIX_HEAD = 80  # characters of each line looked at
 # A decoration ends at a separator and a space: `| `, `) `, `] `, `> `, `- `, and `: ` only after a bracket or a
 # number (`0: `, `[1,0]<stderr>:` of mpirun --tag-output with or without a space); `"loss": ` and `NVRM: ` are
 # what programs print.
-_BOUNDARY = frozenset("|)]>-")
+_BOUNDARY = frozenset("|)]>-#")
 _BEFORE_COLON = frozenset(")]>0")
 # A prefix that names training progress is the program's own text (`step 12 | loss ...`, a progress bar's
 # ` 45%|#### | `), not a decoration.
 _PROGRESS_WORDS = re.compile(r"\b(?:step|steps|epoch|iter|iteration|batch|loss)\b|%\||it/s|s/it", re.IGNORECASE)
-# A decoration holds a number, a bracket or a pipe (`[stderr] `, `trainer-1 | `, `(pid=12) `); a bare word and a
-# colon (`INFO: `, `NVRM: `) is what the program printed.
-_DECORATION = re.compile(r"[0|(\[]")
+# A decoration holds a number, a bracket, a pipe or a comment mark (`[stderr] `, `trainer-1 | `, `(pid=12) `, `# `
+# of a log pasted as comments under code); a bare word and a colon (`INFO: `, `NVRM: `) is what the program printed.
+_DECORATION = re.compile(r"[0|(\[#]")
 _QUOTES = re.compile(r"[\"']")  # quoted keys are the program's output
 
 

@@ -25,11 +25,12 @@ PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s?|\d{1,4}:(?: |$)|\(\w+ pid=
                     r"(?:[a-z][\w-]*?\d+|\d{1,3}(?:\.\d{1,3}){3}): )")
 # What log collectors put before every line: `kubectl logs --timestamps` / `docker logs -t` (RFC 3339), the
 # container runtime's own log files (`/var/log/pods/...`, `crictl logs`: the stamp, the stream, F for a full line
-# or P for a part), a bare time of day, a log viewer's export (a tab after the stamp), journald's syslog form.
+# or P for a part), a bare time of day, a log viewer's export (a tab after the stamp), a CI runner's annotation
+# after its stamp (`##[error]`), journald's syslog form and moreutils' `ts` (its date without host and process).
 # Removed before the launcher prefix, so the line underneath (a traceback frame, an exception) is read as printed.
 STAMP = re.compile(r"^(?:\[?(?:\d{4}-\d\d-\d\d[T ])?\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"
-                   r"(?: std(?:out|err) [FP](?= |$))?(?: |\t|$)|"
-                   r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.\-/]+(?:\[\d+\])?: )")
+                   r"(?: std(?:out|err) [FP](?= |$))?(?: |\t|$)(?:##\[[a-z]+\])?|"
+                   r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:$| (?:\S+ (?:kernel|[\w.\-/@]+\[\d+\]): )?))")
 TB_HEADER = "traceback (most recent call last)"
 # (also glued to the progress bar the crash interrupted: `...1.77it/s, loss=1.96]Traceback (most recent call last):`)
 _TB_HEADER_RE = re.compile(r"(?:^|\s|(?<=[\]|>)]))(?:Original )?Traceback \(most recent call last\):?")
