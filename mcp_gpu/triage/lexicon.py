@@ -58,7 +58,15 @@ LEXICON: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cls, re.compile(p)) fo
     ("import_or_config_error", r"\b(?:[Nn]o module|import(?:ing)?|not installed|[Pp]lease install|incompatible|"
                                r"environment variable|not compiled with|[Cc]onfig(?:uration)? (?:file|key|value|error)|"
                                r"(?:[Uu]nknown|[Ii]nvalid|[Uu]nrecognized) (?:key|option|argument|parameter|field)|"
-                               r"[Nn]o package metadata)"),
+                               r"[Nn]o package metadata|"
+                               # an argument or version check refusing the run: a version the code needs, a feature
+                               # or combination it does not support, a value out of what it accepts
+                               r"(?:requires?|needs?) (?:\w+ ){0,2}(?:>=|>|version) ?v?\d|version must be|"
+                               r"\bv?\d+(?:\.\d+)* or (?:higher|later|newer|above)\b|no longer supported|"
+                               r"has been removed in v?\d|(?:is|are) not (?:yet |currently )?supported (?:by|with|when|for|"
+                               r"in combination)|cannot be (?:used|combined) (?:together )?with|mutually exclusive|"
+                               r"but not both|must be (?:one of|divisible by|a multiple of|(?:set|specified|provided) "
+                               r"(?:when|if|to|for))|[Pp]lease (?:set|specify|provide)\b)"),
 ))
 
 
