@@ -62,6 +62,8 @@ LEXICON: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cls, re.compile(p)) fo
                                # an argument or version check refusing the run: a version the code needs, a feature
                                # or combination it does not support, a value out of what it accepts
                                r"(?:requires?|needs?) (?:\w+ ){0,2}(?:>=|>|version) ?v?\d|version must be|"
+                               # (`X requires Y`, but not autograd's "requires grad", a code bug)
+                               r"(?<!not )(?<!n't )\brequires? (?!grad\b)(?:the |a |an |BOTH |both |at least )?[`'\"\w-]|"
                                r"\bv?\d+(?:\.\d+)* or (?:higher|later|newer|above)\b|no longer supported|"
                                r"has been removed in v?\d|(?:is|are) not (?:yet |currently )?supported (?:by|with|when|for|"
                                r"in combination)|cannot be (?:used|combined) (?:together )?with|mutually exclusive|"
