@@ -657,3 +657,42 @@ def test_an_exception_printed_at_interpreter_exit_is_not_training_going_on() -> 
            '  File "/usr/lib/python3.10/multiprocessing/popen_fork.py", line 40, in wait\n'
            "    if not wait([self.sentinel], timeout):\n")
     assert triage_text(log).primary == "dataloader_error"
+
+
+def _hf_log(i: int, grad_norm: str) -> str:
+    return f"{{'loss': {1.7 - i / 100:.4f}, 'grad_norm': {grad_norm}, 'learning_rate': 1.3e-06, 'epoch': 0.0{i}}}\n"
+
+
+def test_a_gradient_norm_that_is_never_finite_from_the_start_is_not_the_loss_scale_search() -> None:
+    # one NaN norm at warm-up is the fp16 scaler searching down; every logged norm NaN is gradients that stay bad
+    bars = "".join(f"  2%|▏         | {20 + i}/1233 [14:{40 + i}<13:43:48, 40.75s/it]\n" for i in range(6))
+    assert triage_text(_hf_log(1, "nan") + _hf_log(2, "nan") + bars).primary == "nan_inf"
+    assert triage_text(_hf_log(1, "nan") + bars).primary == "healthy"
+    assert triage_text(_hf_log(1, "nan") + _hf_log(2, "nan") + _hf_log(3, "0.91") + bars).primary == "healthy"
+
+
+@pytest.mark.parametrize(("frames", "expected"), [
+    # a traceback cut inside DeepSpeed's op builder (looking for CUDA_HOME) or a package's version check
+    ('  File "/env/lib/python3.10/site-packages/deepspeed/ops/op_builder/builder.py", line 51, in installed_cuda_version\n'
+     "    raise MissingCUDAException('CUDA_HOME does not exist, unable to compile CUDA op(s)')\n",
+     "import_or_config_error"),
+    ('  File "/env/Lib/site-packages/jax/_src/lib/__init__.py", line 68, in check_jaxlib_version\n'
+     "    raise RuntimeError(msg)\n", "import_or_config_error"),
+    # ... or inside another stack's NCCL communicator
+    ('  File "/env/lib/python2.7/site-packages/chainermn/communicators/pure_nccl_communicator.py", line 78, in '
+     "allreduce_grad\n    self.nccl_comm.allReduce(\n", "nccl_timeout"),
+])
+def test_a_traceback_cut_inside_a_subsystems_code_names_that_subsystem(frames: str, expected: str) -> None:
+    log = "step 3 loss 1.2\nTraceback (most recent call last):\n" + '  File "train.py", line 9, in <module>\n    main()\n'
+    assert triage_text(log + frames).primary == expected
+
+
+def test_equal_width_rows_do_not_swallow_the_kill_notice_after_them() -> None:
+    # a tensor dump's rows share one length by chance; bash's `Killed` after them is its own line, not their tail
+    names = ("attn_qkv.bias", "attn_qkv.weight", "attn_output.weight", "attn_norm.weight", "ffn_norm.weight",
+             "ffn_up.weight", "ffn_down.weight", "ffn_gate.weight")
+    rows = "".join(f"blk.{b}.{name}, n_dims = {1 + (name.endswith('weight') and 'norm' not in name)}, torch.bfloat16 --> "
+                   f"{'float16' if 'norm' not in name and 'bias' not in name else 'float32'}\n"
+                   for b in range(30, 36) for name in names)
+    rows += "blk.36.ffn_gate.weight, n_dims = 2, torch.bfloat16 --> float16\n"  # of the most common width
+    assert triage_text(rows + "Killed\n").primary == "host_oom_killed"

@@ -38,6 +38,7 @@ from mcp_gpu.triage.log_scan import _Hit, _Scan, _trim
 from mcp_gpu.triage.paste import normalise
 from mcp_gpu.triage.rules import (
     GENERIC_TRACEBACK,
+    GRAD_NORM_NAN,
     LOG_ERROR,
     SCALE_COLLAPSE,
     SIGNALS,
@@ -375,16 +376,25 @@ _TEARDOWN_CRASH = frozenset({"crash.native", "crash.abort", "signal.segv"})
 _GRAD_NORM_FINITE = re.compile(r"\bg(?:rad)?_?norm\b['\"]?\s*[:=]\s*(?:tensor\()?['\"]?[-+]?\d", re.IGNORECASE)
 
 
+WARMUP_NAN_NORMS = 2  # logged warm-up gradient norms, all NaN/inf with no finite one after: not the scaler's search
+
+
 def _grad_norm_recovered(text: str, hits: list[_Hit]) -> None:
-    """A NaN/inf gradient norm followed by a finite one: the AMP scaler skipped that step and training went on."""
+    """A NaN/inf gradient norm followed by a finite one: the AMP scaler skipped that step and training went on.
+    At warm-up one NaN norm is the loss scale searching down; every logged norm NaN, and none finite after them,
+    is gradients that never became finite (a bf16 run has no scaler to search at all)."""
     nan_norms = [h for h in hits if h.rule.id == "nan.grad_norm" and not h.survived]
-    if not nan_norms:
+    warmup = [h for h in hits if h.rule.id == "nan.grad_norm_warmup"]
+    if not nan_norms and len(warmup) < WARMUP_NAN_NORMS:
         return
     last_finite = max((m.start() for m in _GRAD_NORM_FINITE.finditer(text)), default=-1)  # one pass: linear
     for h in nan_norms:
         end = text.find("\n", h.index)
         if 0 <= end < last_finite:
             h.survived = True
+    if len(warmup) >= WARMUP_NAN_NORMS and last_finite < warmup[0].index:
+        for h in warmup:
+            h.rule, h.severity, h.role = GRAD_NORM_NAN, "error", "cause"
 
 
 def _anomaly_explained(hits: list[_Hit]) -> None:

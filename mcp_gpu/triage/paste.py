@@ -207,6 +207,7 @@ def _joins_words(head: str, tail: str) -> bool:
 # what starts a new record rather than continuing a cut one: a timestamp, a log level, a rank or bracket prefix, a
 # traceback frame or header, an exception name, a progress bar, a shell prompt
 RECORD_OPENING = 6
+SHORT_EVENT = 40  # characters: a line this short that a rule reads as an event is no wrapped tail
 _RECORD_START = re.compile(r"^(?:\s*File \"|\s|\[|\(|\d{2,4}[-/:.]\d|[A-Z][A-Z]+\b|[IWEF]\d{4} |Traceback|"
                            r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Warning)\b|\w+@\S+[:$#]|[$#>] |\d+%\||[\w.-]+:\d+:\d+ )")
 
@@ -214,10 +215,21 @@ _RECORD_START = re.compile(r"^(?:\s*File \"|\s|\[|\(|\d{2,4}[-/:.]\d|[A-Z][A-Z]+
 def _wrapped_into(head: str, tail: str) -> bool:
     """Whether a line after one of exactly the wrap width is the rest of it: not when it opens the way the cut line
     does (rows of one source share their opening: a host:pid prefix, a timestamp's form, a table's first column);
-    then when it starts like no new record, or when the join makes a rule's words whole."""
+    then when the join makes a rule's words whole, or when it starts like no new record and is no event alone."""
     if head[:RECORD_OPENING] == tail[:RECORD_OPENING]:
         return False
-    return (bool(tail.strip()) and not _RECORD_START.match(tail)) or _joins_words(head, tail)
+    if _joins_words(head, tail):
+        return True
+    # a short capitalised line that is a whole event by itself (bash's `Killed`, `Segmentation fault (core dumped)`
+    # after rows that merely share a length) is its own; a wrapped tail starts mid-sentence
+    return bool(tail.strip()) and not _RECORD_START.match(tail) and not (
+        len(tail) <= SHORT_EVENT and tail[:1].isupper() and _an_event(tail))
+
+
+def _an_event(line: str) -> bool:
+    """Whether a rule reads `line` alone as an event."""
+    return any(rule.pattern.search(line) for rule in INDEX.candidates(INDEX.needles_in(line.lower() + "\n"))
+               if rule.role != "ignore")
 
 
 # a traceback frame cut before its end: Python's `  File "/path/x.py", line 3, in f` with the quote still open, or an

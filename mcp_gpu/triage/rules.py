@@ -58,6 +58,11 @@ SCALE_COLLAPSE = Rule("nan.scale_collapse", "nan_inf", "error",
                       "the fp16 loss scale keeps shrinking toward zero: the gradients overflow step after step",
                       _re(r"$^"), fix.FP16_SCALE, "train.P10")
 
+# Every gradient norm logged at warm-up NaN/inf and none finite after: no loss-scale search, gradients that stay bad
+GRAD_NORM_NAN = Rule("nan.grad_norm_stuck", "nan_inf", "error",
+                     "the gradient norm is NaN/inf at every logged step from the start, and never finite again",
+                     _re(r"$^"), fix.NAN, "train.P8")
+
 # A line logged at error level (`ERROR`, `FATAL`, glog's `E0123 12:00:00`) that no rule explains: an unclassified
 # fatal sign when it ends the log, judged like a bare exception line.
 LOG_ERROR = Rule("traceback.log_error", "traceback", "error", "the log ends with an error no rule explains",
@@ -84,6 +89,12 @@ FRAME_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple((_re(p), c) for p, 
     (r"torch[/\\]serialization\.py\S*, line \d+, in (?:load|_load|_legacy_load)|safetensors[/\\]", "checkpoint_corrupt"),
     # torch's env:// rendezvous raising for a variable the launcher should have set (RANK, MASTER_ADDR, ...)
     (r"_env_rendezvous_handler|_env_error\(", "import_or_config_error"),
+    # building or finding a compiled extension (DeepSpeed's op builder looking for CUDA_HOME, torch's
+    # cpp_extension) and a package checking the version of another: the environment, not the model
+    (r"op_builder[/\\]|installed_cuda_version|torch[/\\]utils[/\\]cpp_extension\.py|"
+     r"in (?:check_jaxlib_version|_check_version|check_version|require_version)\b", "import_or_config_error"),
+    # the NCCL bindings of other stacks (cupy's, ChainerMN's communicators)
+    (r"cupy[/\\]cuda[/\\]nccl|[/\\]\w*nccl\w*(?:_communicator)?\.py\S*, line \d+", "nccl_timeout"),
     (r"distributed_c10d\.py\S*, line \d+, in (?:all_reduce|all_gather\w*|broadcast\w*|barrier|reduce_scatter\w*|"
      r"all_to_all\w*|recv|send)", "nccl_timeout"),
 ))

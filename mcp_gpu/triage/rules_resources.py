@@ -222,13 +222,16 @@ _rule("ckpt.zip", "checkpoint_corrupt", "error", "checkpoint is truncated or cor
       r"(?:checkpoint|weights|state.dict|model file|archive|\.pth?|\.ckpt|\.bin|\.safetensors).{0,80}(?:corrupt|truncated)|"
       r"(?:corrupt|truncated).{0,80}(?:checkpoint|weights|archive|\.pth?|\.ckpt|\.bin|\.safetensors)|"
       r"[Uu]nable to (?:load|open) (?:weights|file).*(?:checkpoint|truncated)|[Tt]runcated file|file signature not found|"
-      r"storage has wrong byte size|invalid load key", fix.CKPT, gotcha="train.C2",
+      r"storage has wrong byte size|invalid load key|"
+      # Caffe reading a .caffemodel (binary weights; a .prototxt that does not parse is the net's config)
+      r"ReadProtoFromBinaryFile.{0,120}(?:Failed to parse|failed)|Failed to parse NetParameter file: \S+\.caffemodel",
+      fix.CKPT, gotcha="train.C2",
       needles=("pytorchstreamreader failed", "central directory", "archive is corrupted", "unpicklingerror",
                "pickle data was truncated", "unexpected eof", "safetensorerror", "safetensors_rust",
                "deserializing header", "headertoo", "metadataincompletebuffer", "invalidheader",
                "incomplete metadata", "eoferror", "ran out of input", "badzipfile", "not a zip file", "corrupt",
                "truncated", "file signature not found", "wrong byte size", "invalid load key", "unable to load", "invalid magic",
-               "unable to open"))
+               "unable to open", "readprotofrombinaryfile", ".caffemodel"))
 
 # --- host / cgroup memory (U9, SLURM4)
 _rule("host_oom.slurm", "host_oom_killed", "error", "Slurm's cgroup OOM handler killed the job",
@@ -318,7 +321,9 @@ _rule("config.cuda_kernel_image", "import_or_config_error", "error", "the torch 
       r"driver version (?:is )?(?:too old|older than)|CUDA_ERROR_NO_BINARY_FOR_GPU|"
       r"not compatible with the current PyTorch installation|"
       r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION|Unsupported gpu architecture|"
-      r"Loaded runtime CuDNN library: \S+ but source was compiled with|DNN library is not found",
+      r"Loaded runtime CuDNN library: \S+ but source was compiled with|DNN library is not found|"
+      # a binary without code for this GPU as the CUDA runtime words it; cuDNN headers and library of two versions
+      r"invalid device symbol|cudaErrorInvalidSymbol|[Mm]ixed dnn version|header is version \S+ while the library is",
       fix.CUDA_VERSION, gotcha="U28")
 _rule("config.cuda_forward_compat", "import_or_config_error", "error", "the image's CUDA is newer than the host driver",
       r"forward compatibility was attempted on non supported HW|CUDA failure 804|cuda>=[\d.]+.*please update your driver|"
@@ -339,6 +344,11 @@ _rule("gpu.driver_unreachable", "cuda_device_error", "error", "the GPU driver is
       needles=("driver/library version mismatch", "couldn't communicate with the nvidia driver", "system not yet initialized",
                "failed to initialize nvml", "devices are busy or unavailable", "cudaerrordevicesunavailable",
                "cuda_error_device_unavailable"))
+# JAX's GPU backend failing to load because jaxlib lacks what jax expects (versions that do not match): the run
+# goes on, on the CPU
+_rule("config.jax_backend", "import_or_config_error", "warn", "JAX's GPU backend did not load (jax and jaxlib differ)",
+      r"Unable to initialize backend '(?:cuda|gpu|rocm)': .{0,60}has no attribute", fix.IMPORT,
+      needles=("unable to initialize backend",))
 _rule("config.no_gpu", "import_or_config_error", "error", "torch sees no CUDA GPU",
       r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system|no CUDA-capable device is detected|"
       r"CUDA_ERROR_NO_DEVICE|No CUDA GPUs are available|"
@@ -371,6 +381,9 @@ _rule("gpu.other_stacks", "cuda_device_error", "error", "the GPU failed (ROCm, V
       r"DXGI_ERROR_DEVICE_(?:REMOVED|HUNG|RESET)|"
       # a HIP runtime call that failed, as SYCL runtimes over HIP (AdaptiveCpp/hipSYCL) report it
       r"\bhip(?!Malloc)[A-Z]\w*\(\) failed\b|"
+      # a CUDA driver-API call failing as PyCUDA and cupy report it (`LogicError: cuStreamSynchronize failed: ...`;
+      # cuMemAlloc is memory, a rule of its own)
+      r"\bcu(?!MemAlloc)[A-Z][A-Za-z]+ failed\b|"
       r"NVMLError_(?:Unknown|GpuIsLost|Timeout|Uninitialized)|HSA_STATUS_ERROR_\w+|hipErrorIllegalAddress|"
       # Apple Metal: a command buffer the GPU aborted (IOAF codes, GPU timeouts of MPS/MLX kernels)
       # (its out-of-memory code is GPU memory running out: cuda_oom)
@@ -379,7 +392,7 @@ _rule("gpu.other_stacks", "cuda_device_error", "error", "the GPU failed (ROCm, V
       # Ascend NPU kernels faulting on the device (AI Core / vector core exceptions)
       r"[Aa][Ii][Cc]ore exception|aivector error|[Vv]ector core exception",
       fix.CUDA_FAULT, gotcha="U22", needles=("memory access fault by gpu", "devicelost", "_error_device_lost",
-                                           "dxgi_error_device_", ") failed",
+                                           "dxgi_error_device_", " failed",
                                            "nvmlerror_", "hsa_status_error_", "hiperrorillegaladdress",
                                            "command buffer exited with error status", "(ioaf code",
                                            "kiogpucommandbuffercallbackerror", "mtlcommandbuffererror",
@@ -474,5 +487,10 @@ _rule("nccl.error", "nccl_timeout", "error", "an NCCL communication error",
                "ncclinvalidargumenterror", "nccl error", "distbackenderror", "communicator", "nccl failure", "nccl_error",
                "ncclcommabort", "nccl operation", "ncclcomminit", "unhandled system error", "connect: connect to"))
 _rule("nccl.warn", "nccl_timeout", "warn", "NCCL warned", r"NCCL WARN\b", fix.NCCL, gotcha="train.MN2")
+# NCCL's trace of an error returned up its call stack (`NCCL INFO transport/shm.cc:101 -> 2`: each level that passes
+# the failure on prints its file, line and the ncclResult_t); printed only on the way out of a failure
+_rule("nccl.error_trace", "nccl_timeout", "error", "an NCCL call failed (its error trace)",
+      r"NCCL INFO [\w/.+-]+\.(?:cc|cu|h|cpp):\d+ -> [1-9]\d*\b", fix.NCCL, gotcha="train.MN2",
+      needles=("nccl info",))
 
 RESOURCE_RULES: tuple[Rule, ...] = _TABLE.rules()

@@ -551,11 +551,17 @@ _rule("cuda_oom.words", "cuda_oom", "error", "GPU memory ran out",
       r"cudaMalloc\w* (?:failed|error)|Unable to find a valid cuDNN algorithm|MPS backend out of memory|"
       # Apple Metal (MLX, MPS): a command buffer the GPU could not give memory to
       r"kIOGPUCommandBufferCallbackErrorOutOfMemory|\[METAL\] .{0,60}Insufficient Memory|"
+      # Vulkan (ncnn, llama.cpp's Vulkan backend): device memory not allocated (-2 is VK_ERROR_OUT_OF_DEVICE_MEMORY)
+      r"vkAllocateMemory failed|VK_ERROR_OUT_OF_DEVICE_MEMORY|ErrorOutOfDeviceMemory|"
+      # Torch7's cutorch and PyTorch before 1.0: CUDA error 2 is cudaErrorMemoryAllocation
+      r"cuda runtime error \(2\) : out of memory|THCudaCheck FAIL.{0,200}error=2 : out of memory|"
       r"XPU out of memory|out of (?:GPU|VRAM|video) memory|Tried to allocate [\d.]+ ?[KMGT]i?B|ResourceExhaustedError|"
       r"Dst tensor is not initialized|"
       r"cuMemAlloc\w* failed|unable to allocate (?:\w+ )?(?:backend|CUDA\d*|device|GPU) buffer",
       fix.CUDA_OOM, gotcha="U10", needles=("cudamalloc", "unable to find a valid cudnn algorithm",
                                            "kiogpucommandbuffercallbackerroroutofmemory", "insufficient memory",
+                                           "vkallocatememory failed", "out_of_device_memory", "outofdevicememory",
+                                           "cuda runtime error (2)", "error=2 : out of memory",
                                            "mps backend out of memory", "xpu out of memory", "out of gpu memory",
                                            "out of vram", "out of video memory", "tried to allocate",
                                            "resourceexhaustederror", "cumemalloc", "dst tensor is not initialized",
