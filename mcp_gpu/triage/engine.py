@@ -413,7 +413,7 @@ def _anomaly_explained(hits: list[_Hit]) -> None:
 # instead", "ignoring"): reported and passed over, like a caught exception. NaN/inf lines are judged as a trend
 # instead (a skipped update once is coping, skipped updates without end are the failure).
 _COPES = re.compile(r"(?:[,;:.(]\s*|\b)(?:skipping\b(?! (?:updating|update|step|batch))|skipped\b|"
-                    r"[Ff]alling back\b|[Ff]all(?:s|ing)? back to\b|using \S.{0,40}\binstead\b|ignoring\b|"
+                    r"[Ff]alling back\b|[Ff]all(?:s|ing)? back to\b|[Ff]allback to\b|using \S.{0,40}\binstead\b|ignoring\b|"
                     r"will be ignored|is ignored|continuing\b|will retry)", re.IGNORECASE)
 _COPING_CLASSES = frozenset({"import_or_config_error", "traceback", "dataloader_error", "checkpoint_corrupt",
                              "network_stall", "cuda_device_error"})

@@ -68,7 +68,10 @@ LEXICON: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cls, re.compile(p)) fo
                                r"has been removed in v?\d|(?:is|are) not (?:yet |currently )?supported (?:by|with|when|for|"
                                r"in combination)|cannot be (?:used|combined) (?:together )?with|mutually exclusive|"
                                r"but not both|must be (?:one of|divisible by|a multiple of|(?:set|specified|provided) "
-                               r"(?:when|if|to|for))|[Pp]lease (?:set|specify|provide)\b)"),
+                               r"(?:when|if|to|for))|[Pp]lease (?:set|specify|provide)\b|"
+                               r"must be (?:either )?['\"`]?[\w.-]+['\"`]? or ['\"`]?[\w.-]+['\"`]?|"
+                               # (not "'NoneType' object does not support item assignment", a code bug)
+                               r"(?<!object )(?:does not|doesn't) (?:yet |currently )?support\b)"),
 ))
 
 
