@@ -40,6 +40,8 @@ from mcp_gpu.triage.rules import (
     GENERIC_TRACEBACK,
     GRAD_NORM_NAN,
     LOG_ERROR,
+    NCCL_TRACE,
+    NCCL_TRACE_LINE,
     SCALE_COLLAPSE,
     SIGNALS,
 )
@@ -379,6 +381,19 @@ _GRAD_NORM_FINITE = re.compile(r"\bg(?:rad)?_?norm\b['\"]?\s*[:=]\s*(?:tensor\()
 WARMUP_NAN_NORMS = 2  # logged warm-up gradient norms, all NaN/inf with no finite one after: not the scaler's search
 
 
+def _nccl_trace(text: str, scan: _Scan) -> None:
+    """The first line of NCCL's error trace, found by one search of the text (a literal-led pattern, at C speed)."""
+    if "NCCL INFO" not in text or (m := NCCL_TRACE_LINE.search(text)) is None:
+        return
+    start = text.rfind("\n", 0, m.start()) + 1
+    end = text.find("\n", m.end())
+    if start in scan.hit_lines:
+        return
+    line = clean_segments(text[start:len(text) if end < 0 else end])[-1]
+    scan.hits.append(_Hit(NCCL_TRACE, start, line, "error", "cause"))
+    scan.hit_lines.add(start)
+
+
 def _grad_norm_recovered(text: str, hits: list[_Hit]) -> None:
     """A NaN/inf gradient norm followed by a finite one: the AMP scaler skipped that step and training went on.
     At warm-up one NaN norm is the loss scale searching down; every logged norm NaN, and none finite after them,
@@ -525,6 +540,7 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
     text = _one_line_per_event(text)
     scan = _Scan(text, crashed, complete)
     hits = scan.hits
+    _nccl_trace(text, scan)
     _mark_survived(hits, ProgressFinder(text, scan.hit_lines))
     _named_loss_recovered(text, hits)
     _after_done(text, hits)

@@ -63,6 +63,13 @@ GRAD_NORM_NAN = Rule("nan.grad_norm_stuck", "nan_inf", "error",
                      "the gradient norm is NaN/inf at every logged step from the start, and never finite again",
                      _re(r"$^"), fix.NAN, "train.P8")
 
+# NCCL's trace of an error returned up its call stack (`NCCL INFO transport/shm.cc:101 -> 2`: each level that passes
+# the failure on prints its file, line and the ncclResult_t); printed only on the way out of a failure. Found by one
+# search of the whole text (`engine`), not per line: NCCL's INFO chatter would make every line a candidate.
+NCCL_TRACE = Rule("nccl.error_trace", "nccl_timeout", "error", "an NCCL call failed (its error trace)", _re(r"$^"),
+                  fix.NCCL, "train.MN2")
+NCCL_TRACE_LINE = re.compile(r"NCCL INFO [\w/.+-]+\.(?:cc|cu|h|cpp):\d+ -> [1-9]\d*\b")
+
 # A line logged at error level (`ERROR`, `FATAL`, glog's `E0123 12:00:00`) that no rule explains: an unclassified
 # fatal sign when it ends the log, judged like a bare exception line.
 LOG_ERROR = Rule("traceback.log_error", "traceback", "error", "the log ends with an error no rule explains",

@@ -487,10 +487,6 @@ _rule("nccl.error", "nccl_timeout", "error", "an NCCL communication error",
                "ncclinvalidargumenterror", "nccl error", "distbackenderror", "communicator", "nccl failure", "nccl_error",
                "ncclcommabort", "nccl operation", "ncclcomminit", "unhandled system error", "connect: connect to"))
 _rule("nccl.warn", "nccl_timeout", "warn", "NCCL warned", r"NCCL WARN\b", fix.NCCL, gotcha="train.MN2")
-# NCCL's trace of an error returned up its call stack (`NCCL INFO transport/shm.cc:101 -> 2`: each level that passes
-# the failure on prints its file, line and the ncclResult_t); printed only on the way out of a failure
-_rule("nccl.error_trace", "nccl_timeout", "error", "an NCCL call failed (its error trace)",
-      r"NCCL INFO [\w/.+-]+\.(?:cc|cu|h|cpp):\d+ -> [1-9]\d*\b", fix.NCCL, gotcha="train.MN2",
-      needles=("nccl info",))
+
 
 RESOURCE_RULES: tuple[Rule, ...] = _TABLE.rules()
