@@ -696,3 +696,24 @@ def test_equal_width_rows_do_not_swallow_the_kill_notice_after_them() -> None:
                    for b in range(30, 36) for name in names)
     rows += "blk.36.ffn_gate.weight, n_dims = 2, torch.bfloat16 --> float16\n"  # of the most common width
     assert triage_text(rows + "Killed\n").primary == "host_oom_killed"
+
+
+def test_a_paste_cut_inside_an_import_chain_is_a_module_that_does_not_load() -> None:
+    # the exception line is missing; the last code line shown is an import statement
+    log = ("Traceback (most recent call last):\n"
+           '  File "C:\\ComfyUI\\custom_nodes\\trainer\\train_network.py", line 26, in <module>\n'
+           "    from diffusers import DDPMScheduler\n"
+           '  File "C:\\other_env\\lib\\site-packages\\diffusers\\__init__.py", line 4, in <module>\n'
+           "    from .utils import is_inflect_available, is_transformers_available\n")
+    assert triage_text(log).primary == "import_or_config_error"
+    # cut on an ordinary call, it stays an unclassified crash
+    assert triage_text(log.rsplit("    from .utils", 1)[0] + "    model = build(cfg)\n").primary == "traceback"
+
+
+def test_an_old_notebook_traceback_is_walked_to_the_exception_its_header_names() -> None:
+    # IPython before 8 names a cell frame `<ipython-input-N-hash> in <module>`; the header names the exception
+    log = ("INFO:tensorflow:\t replay_capacity: 1000000\n" + "-" * 75 + "\n"
+           "MemoryError                               Traceback (most recent call last)\n"
+           "<ipython-input-6-416281258c80> in <module>\n"
+           "     28                                           training_steps=10,\n")
+    assert triage_text(log).primary == "host_oom_killed"

@@ -87,7 +87,8 @@ _FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+')
 # last)`) and their frames at column 0 (`File ~/env/lib/x.py:1348, in f(...)`, `/opt/lib/x.py in f(...)`) with
 # numbered source lines and `->` arrows: a cut-off notebook traceback still names its exception in the header.
 _IPY_HEADER = re.compile(r"^([A-Za-z_][\w.]*)\s{2,}Traceback \(most recent call last\)")
-_IPY_FRAME = re.compile(r"^(?:File \S.*:\d+, in \S|\S+\.py(?:x|c)? in \S+\(|(?:Cell|Input) In\s*\[|"
+# (IPython before 8 names a cell's frame `<ipython-input-6-416281258c80> in <module>`)
+_IPY_FRAME = re.compile(r"^(?:File \S.*:\d+, in \S|\S+\.py(?:x|c)? in \S+\(|(?:Cell|Input) In\s*\[|<ipython-input-[\w-]+> in \S|"
                         r"\s*(?:-+>|->)?\s*\[?\d+\]?\s|\s*\[\.\.\. skipping|-{20,}$)")
 
 # a generic exception type whose message may say nothing (`OSError: [Errno 0] Error`): where it was raised tells more
@@ -398,7 +399,7 @@ class _Scan:
                         h.survived, h.uncaught = ignored, not (ignored or background)
                     named = not _GENERIC_TYPES.match(ipy.group(1)) or any(
                         h.rule is not GENERIC_TRACEBACK for h in self.hits[before:])
-                hint = None if named else _frame_hint(frames)
+                hint = None if named else _frame_hint(frames, "" if last_frame.startswith("File ") else last_frame)
                 if hint is not None:
                     self.hits.append(_Hit(hint[0], header, hint[1], "warn", "cause", survived=ignored))
                 return
@@ -406,7 +407,7 @@ class _Scan:
             segs = clean_segments(raw)
             line = segs[-1] if segs else ""
             if line[:1] in (" ", "\t") and line.strip():
-                prev_len = len(raw)  # a frame or its code line: the next line may be its wrapped tail
+                prev_len = len(line)  # a frame or its code line (as printed): the next line may be its wrapped tail
             if not line.strip() or line[0] in " \t" or line.lstrip().startswith(("^", "~")):
                 if line.strip() and not line.lstrip().startswith(("^", "~")):
                     last_frame = line.strip()
@@ -431,7 +432,7 @@ class _Scan:
             if wrapped < WRAP_LINES and prev_len >= WRAP_MIN and not _EXC_LOOK.match(line):
                 # the tail of a long frame or code line the terminal or the paste wrapped: still inside the traceback
                 wrapped += 1
-                prev_len = len(raw)
+                prev_len = len(line)
                 pos = end + 1
                 continue
             self._skip_to = end + 1
@@ -524,16 +525,27 @@ def _topic_rule(cls: str) -> Rule:
 _HINT_RULES: dict[str, Rule] = {}
 
 
-def _frame_hint(frames: list[str]) -> tuple[Rule, str] | None:
-    """The subsystem the deepest recognisable frame of a cut-off traceback belongs to, as a weak finding."""
+# the last code line of a cut-off traceback importing a module: the paste stops inside an import chain
+_IMPORT_LINE = re.compile(r"^(?:from [\w.]+ )?import [\w.]+")
+
+
+def _hint_rule(cls: str) -> Rule:
+    rule = _HINT_RULES.get(cls)
+    if rule is None:
+        base = next((r for r in RULES if r.cls == cls and r.role == "cause"), GENERIC_TRACEBACK)
+        rule = Rule(f"hint.{cls}", cls, "warn", f"the log ends inside a traceback in {cls} code",
+                    base.pattern, base.remedy, base.gotcha, "cause", None, False, FRAME_HINT_CONFIDENCE)
+        _HINT_RULES[cls] = rule
+    return rule
+
+
+def _frame_hint(frames: list[str], code: str = "") -> tuple[Rule, str] | None:
+    """The subsystem the deepest recognisable frame of a cut-off traceback belongs to, as a weak finding; a paste
+    cut on an import statement stopped inside the imports (a module or library that does not load)."""
+    if _IMPORT_LINE.match(code):
+        return _hint_rule("import_or_config_error"), f"(the log ends inside a traceback, while importing) {code}"
     for frame in reversed(frames):
         for pattern, cls in FRAME_HINTS:
             if pattern.search(frame):
-                rule = _HINT_RULES.get(cls)
-                if rule is None:
-                    base = next((r for r in RULES if r.cls == cls and r.role == "cause"), GENERIC_TRACEBACK)
-                    rule = Rule(f"hint.{cls}", cls, "warn", f"the log ends inside a traceback in {cls} code",
-                                base.pattern, base.remedy, base.gotcha, "cause", None, False, FRAME_HINT_CONFIDENCE)
-                    _HINT_RULES[cls] = rule
-                return rule, f"(the log ends inside a traceback, last in {cls} code) {frame}"
+                return _hint_rule(cls), f"(the log ends inside a traceback, last in {cls} code) {frame}"
     return None

@@ -274,7 +274,8 @@ _rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: 
       needles=("killed", "已杀死", "exitcode", "sigkill", "return code = -9", "signal 9", "code -9", "code: -9",
                "status -9", "status: -9"))
 _rule("host_oom.alloc", "host_oom_killed", "error", "host RAM exhausted (allocation failed)",
-      r"^(?!.*(?:\b(?:CUDA|cuda|GPU) [Ee]rror\b|</torch_))(?:(?:\w+\.)*MemoryError\b|.*?(?:Cannot allocate memory|"
+      # (not RAPIDS' device memory manager failing: `std::bad_alloc: RMM failure at ...` is GPU memory)
+      r"^(?!.*(?:\b(?:CUDA|cuda|GPU) [Ee]rror\b|</torch_|\bRMM\b|rmm::))(?:(?:\w+\.)*MemoryError\b|.*?(?:Cannot allocate memory|"
       r"\[Errno 12\]|DefaultCPUAllocator: (?:can't allocate|not enough) memory|"
       r"std::bad_alloc|[Mm]emory limit reached|"
       r"Unable to allocate [\d.]+ [KMGT]i?B|can't allocate memory|[Oo]ut of (?:host|CPU|system) memory))",
@@ -298,7 +299,9 @@ _rule("nan.loss", "nan_inf", "error", "the loss became NaN/inf",
       r"[-+]?(?:nan|inf(?:inity)?)\b(?!\s*(?:->|to\b))|"
       r"\bloss (?:is|became|was|=|has become|went to) (?:nan|inf|infinite)|returned nan values in its|"
       r"\b(?:is|in|are|was|were|became) not finite\b|non-finite|found invalid values|probability tensor contains either|"
-      r"^(?:\w+\.)*FloatingPointError\b|(?<!\b0 )(?<!\bno )(?<!\bzero )"  # "found 0 NaN values" counts none
+      # (GluonTS: "Got NaN in first epoch. Try reducing initial learning rate.")
+      r"^(?:\w+\.)*FloatingPointError\b|\bgot NaN in (?:the )?(?:first |last |\d+\w* )?(?:epoch|batch|step|iteration)|"
+      r"(?<!\b0 )(?<!\bno )(?<!\bzero )"  # "found 0 NaN values" counts none
       r"\bNaN (?:or Inf )?(?:loss|detected|found|encountered|values?)|"
       r"(?:loss|gradient|grad)s? (?:is |are |contains? )?NaN|nan loss|Loss is nan|[Dd]etected (?:nan|inf)|"
       r"NaN or Inf found|loss is infinite|Encountered (?:a )?NaN|[Ll]oss (?:exploded|diverged)|"
@@ -323,7 +326,11 @@ _rule("config.cuda_kernel_image", "import_or_config_error", "error", "the torch 
       r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION|Unsupported gpu architecture|"
       r"Loaded runtime CuDNN library: \S+ but source was compiled with|DNN library is not found|"
       # a binary without code for this GPU as the CUDA runtime words it; cuDNN headers and library of two versions
-      r"invalid device symbol|cudaErrorInvalidSymbol|[Mm]ixed dnn version|header is version \S+ while the library is",
+      r"invalid device symbol|cudaErrorInvalidSymbol|[Mm]ixed dnn version|header is version \S+ while the library is|"
+      # a TensorRT engine serialized by another TensorRT version; a GGML file from before GGUF (its magic `ggjt`,
+      # `ggml`, `ggmf` read as hex) given to a llama.cpp that reads only GGUF
+      r"Version tag does not match|kSERIALIZATION_VERSION|engine plan file is not compatible with this version|"
+      r"invalid magic (?:number|characters):? (?:0x)?6767(?:6a74|6d6c|6d66)\b",
       fix.CUDA_VERSION, gotcha="U28")
 _rule("config.cuda_forward_compat", "import_or_config_error", "error", "the image's CUDA is newer than the host driver",
       r"forward compatibility was attempted on non supported HW|CUDA failure 804|cuda>=[\d.]+.*please update your driver|"
@@ -349,13 +356,17 @@ _rule("gpu.driver_unreachable", "cuda_device_error", "error", "the GPU driver is
 _rule("config.jax_backend", "import_or_config_error", "warn", "JAX's GPU backend did not load (jax and jaxlib differ)",
       r"Unable to initialize backend '(?:cuda|gpu|rocm)': .{0,60}has no attribute", fix.IMPORT,
       needles=("unable to initialize backend",))
+# the CUDA runtime or driver finding no device at all: the class boundary the corpus guide draws (a device fault,
+# like a driver the job cannot reach); torch's own "no GPUs" and a CPU-only build stay config
+_rule("gpu.no_device", "cuda_device_error", "error", "the CUDA runtime finds no GPU device",
+      r"no CUDA-capable device is detected|CUDA_ERROR_NO_DEVICE", fix.NO_GPU, gotcha="U31",
+      needles=("no cuda-capable device", "cuda_error_no_device"))
 _rule("config.no_gpu", "import_or_config_error", "error", "torch sees no CUDA GPU",
-      r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system|no CUDA-capable device is detected|"
-      r"CUDA_ERROR_NO_DEVICE|No CUDA GPUs are available|"
+      r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system|No CUDA GPUs are available|"
       # asking for a GPU the job was not given (CUDA_VISIBLE_DEVICES, --gpus, a rank's local device)
       r"invalid device ordinal|CUDA_ERROR_INVALID_DEVICE\b", fix.NO_GPU, gotcha="U31",
-      needles=("torch not compiled with cuda enabled", "found no nvidia driver", "no cuda-capable device",
-               "cuda_error_no_device", "no cuda gpus are available", "invalid device ordinal",
+      needles=("torch not compiled with cuda enabled", "found no nvidia driver", "no cuda gpus are available",
+               "invalid device ordinal",
                "cuda_error_invalid_device"))
 
 # --- GPU faults (U22) and device-side errors
@@ -389,10 +400,15 @@ _rule("gpu.other_stacks", "cuda_device_error", "error", "the GPU failed (ROCm, V
       # (its out-of-memory code is GPU memory running out: cuda_oom)
       r"[Cc]ommand buffer exited with error status|\(IOAF code \d+\)|kIOGPUCommandBufferCallbackError(?!OutOfMemory)\w*|"
       r"MTLCommandBufferError\w*|"
+      # OpenCL (LightGBM's and XGBoost's GPU learners, boost.compute): no device, or a call the runtime failed
+      r"\bOpenCL [Ee]rror\b|No OpenCL device found|\bCL_(?:OUT_OF_RESOURCES|DEVICE_NOT_(?:FOUND|AVAILABLE)|"
+      r"INVALID_\w+|BUILD_PROGRAM_FAILURE)\b|"
       # Ascend NPU kernels faulting on the device (AI Core / vector core exceptions)
       r"[Aa][Ii][Cc]ore exception|aivector error|[Vv]ector core exception",
       fix.CUDA_FAULT, gotcha="U22", needles=("memory access fault by gpu", "devicelost", "_error_device_lost",
-                                           "dxgi_error_device_", " failed",
+                                           "dxgi_error_device_", " failed", "opencl error", "opencl device",
+                                           "cl_out_of_resources", "cl_device_not_", "cl_invalid_",
+                                           "cl_build_program_failure",
                                            "nvmlerror_", "hsa_status_error_", "hiperrorillegaladdress",
                                            "command buffer exited with error status", "(ioaf code",
                                            "kiogpucommandbuffercallbackerror", "mtlcommandbuffererror",

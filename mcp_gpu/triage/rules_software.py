@@ -378,11 +378,14 @@ _rule("ckpt.more", "checkpoint_corrupt", "error", "a checkpoint or downloaded we
 _rule("config.build", "import_or_config_error", "error", "a CUDA extension or library does not fit the environment",
       r"Error building extension '|CUDA Setup failed|bitsandbytes was compiled without GPU support|"
       r"ninja: build stopped: subcommand failed|\[WinError 126\]|DLL load failed|Error loading \"[^\"]+\.dll\"|"
+      # Windows failing a DLL's initialisation (a torch or CUDA DLL of the wrong build), in English or Chinese
+      r"\[WinError 1114\]|DLL initialization routine failed|动态链接库.{0,20}初始化例程失败|"
       r"KeyError: '(?:llama|mistral|mixtral|qwen\w*|gemma\w*|phi\w*|falcon|gpt_neox|starcoder2?|mpt|baichuan|chatglm|"
       r"internlm\w*|deepseek\w*|olmo\w*|cohere|dbrx|jamba|mamba\w*|llava\w*|idefics\w*|paligemma|siglip|glm\w*|yi)'",
       fix.IMPORT, gotcha="U29", needles=("error building extension", "cuda setup failed", "compiled without gpu support",
                                          "keyerror: '", "ninja: build stopped", "[winerror 126]", "dll load failed",
-                                         ".dll\""))
+                                         ".dll\"", "[winerror 1114]", "dll initialization routine failed",
+                                         "动态链接库"))
 _rule("config.load", "import_or_config_error", "error", "a package failed to load or precompile",
       r"Failed to precompile|ERROR: Unable to load dependency|does not find an installed|"
       r"[Ee]rror loading shared librar", fix.IMPORT, gotcha="U29",
@@ -556,6 +559,9 @@ _rule("cuda_oom.words", "cuda_oom", "error", "GPU memory ran out",
       r"vkAllocateMemory failed|VK_ERROR_OUT_OF_DEVICE_MEMORY|ErrorOutOfDeviceMemory|"
       # Torch7's cutorch and PyTorch before 1.0: CUDA error 2 is cudaErrorMemoryAllocation
       r"cuda runtime error \(2\) : out of memory|THCudaCheck FAIL.{0,200}error=2 : out of memory|"
+      # torch's OutOfMemoryError under an allocation cap, as ComfyUI and TGI print it; RAPIDS' memory manager (RMM)
+      r"Allocation on device(?: \d+)?(?: would exceed allowed memory|\s*$)|RMM failure at|rmm::(?:bad_alloc|out_of_memory)|"
+      r"Maximum pool size exceeded|"
       r"XPU out of memory|out of (?:GPU|VRAM|video) memory|Tried to allocate [\d.]+ ?[KMGT]i?B|ResourceExhaustedError|"
       r"Dst tensor is not initialized|"
       r"cuMemAlloc\w* failed|unable to allocate (?:\w+ )?(?:backend|CUDA\d*|device|GPU) buffer",
@@ -563,6 +569,7 @@ _rule("cuda_oom.words", "cuda_oom", "error", "GPU memory ran out",
                                            "kiogpucommandbuffercallbackerroroutofmemory", "insufficient memory",
                                            "vkallocatememory failed", "out_of_device_memory", "outofdevicememory",
                                            "cuda runtime error (2)", "error=2 : out of memory",
+                                           "allocation on device", "rmm failure at", "rmm::", "maximum pool size exceeded",
                                            "mps backend out of memory", "xpu out of memory", "out of gpu memory",
                                            "out of vram", "out of video memory", "tried to allocate",
                                            "resourceexhaustederror", "cumemalloc", "dst tensor is not initialized",
