@@ -16,9 +16,13 @@ import re
 
 TOPIC_CONFIDENCE = 0.5
 
-_GPU = r"(?:GPU|CUDA|[Cc]uda|VRAM|vram|HBM|cuDNN|cudnn|cuBLAS|cublas|ROCm|HIP|XLA|TPU|NPU|accelerator)"
+# (the other GPU programming stacks and vendors' accelerators count: OpenCL, Vulkan, Metal, MPS, Intel XPU,
+# Cambricon MLU, Hygon DCU; "device memory" is GPU memory whatever the stack)
+_GPU = r"(?:GPU|CUDA|[Cc]uda|VRAM|vram|HBM|cuDNN|cudnn|cuBLAS|cublas|ROCm|HIP|XLA|TPU|NPU|accelerator|OpenCL|" \
+       r"Vulkan|Metal|METAL|MPS|XPU|MLU|DCU|[Dd]evice memory)"
 _EXHAUSTED = r"(?:out of memory|OOM\b|memory (?:is )?(?:exhausted|full|insufficient)|insufficient memory|not enough memory|" \
-             r"[Ff]ailed to allocate|cannot allocate|allocation failed|exhausted|memory budget exceeded)"
+             r"[Ff]ailed to allocate|cannot allocate|allocation failed|exhausted|memory budget exceeded|" \
+             r"would exceed (?:the )?(?:allowed|available) memory|pool size exceeded)"
 _TIMEOUT = r"(?:timed? ?out|times out|timeout|[Tt]ime ?[Oo]ut|did not (?:finish|complete|respond|join|arrive)\b.{0,40}?" \
            r"(?:in time|within)|hung|" \
            r"hang(?:s|ing)?\b|stuck)"
@@ -37,7 +41,7 @@ LEXICON: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cls, re.compile(p)) fo
     ("host_oom_killed", r"\bout of memory\b|\bOOM\b|\bmemory (?:exhausted|limit exceeded)|\b(?:RAM|host memory|system "
                         r"memory|CPU memory)\b.{0,30}(?:exhausted|full|exceeded|ran out)|\b[Kk]illed\b.{0,30}\bmemory\b"),
     ("nan_inf", r"\b(?:NaN|nan|Inf|inf|infinite|non-?finite)\b.{0,40}\b(?:loss|grad\w*|output|logits?|weights?|"
-                r"activations?)\b|\b[Ll]oss\b.{0,40}\b(?:NaN|nan|inf|infinite|diverg\w*|explod\w*)\b|"
+                r"activations?|epoch|training|iteration)\b|\b[Ll]oss\b.{0,40}\b(?:NaN|nan|inf|infinite|diverg\w*|explod\w*)\b|"
                 r"\b(?:gradient|numerical) overflow\b"),
     ("nccl_timeout", rf"\b{_COLLECTIVE}\b.{{0,60}}{_TIMEOUT}|{_TIMEOUT}.{{0,60}}\b{_COLLECTIVE}\b"),
     ("ssh_disconnect", r"\bssh\b|\bsshd\b|\bSSH\b"),
@@ -59,6 +63,8 @@ LEXICON: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cls, re.compile(p)) fo
                                r"environment variable|not compiled with|[Cc]onfig(?:uration)? (?:file|key|value|error)|"
                                r"(?:[Uu]nknown|[Ii]nvalid|[Uu]nrecognized) (?:key|option|argument|parameter|field)|"
                                r"[Nn]o package metadata|"
+                               # two versions that do not go together (a serialized engine, a library, a header)
+                               r"\b[Vv]ersion\b.{0,30}\b(?:mismatch\w*|does not match|doesn't match|incompatible)|"
                                # an argument or version check refusing the run: a version the code needs, a feature
                                # or combination it does not support, a value out of what it accepts
                                r"(?:requires?|needs?) (?:\w+ ){0,2}(?:>=|>|version) ?v?\d|version must be|"
