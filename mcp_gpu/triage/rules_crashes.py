@@ -20,11 +20,13 @@ _rule("crash.other_runtime", "traceback", "error",
       r"^make(?:\[\d+\])?: \*\*\* \[.*\] Error \d+", fix.TRACEBACK, fatal=True,
       needles=("exception in thread \"", "make: ***", "make["))
 _rule("crash.native", "traceback", "error", "the process crashed natively (segfault/abort)",
+      # (not a warning that something "may crash with 0xC0000005": a crash foretold is none)
+      r"^(?!.*\b(?:may|might|can|could|would) (?:crash|segfault|abort)\b)(?:.*?)(?:"
       r"Segmentation fault|Fatal Python error(?!: Aborted)|^Bus error\b|\bSIGSEGV\b|signal 11\b|"
       r"\*\*\* Error in|double free|free\(\): invalid|malloc\(\): |stack smashing|"
       r"Illegal instruction|Floating point exception|\bsegfault\b|exit code -11\b|exitcode\s*:\s*-(?:11|7|4|8)\b|"
       r"exited on signal (?:11|7|4|8)\b|terminate called without an active exception|0xC0000005|-1073741819|"
-      r"0xC00000FD|-1073741571|[Aa]ccess violation",
+      r"0xC00000FD|-1073741571|[Aa]ccess violation)",
       fix.SEGV, fatal=True,
       needles=("segmentation fault", "fatal python error", "bus error", "sigsegv",
                "signal 11", "*** error in", "double free", "free(): invalid", "malloc(): ",
@@ -34,7 +36,9 @@ _rule("crash.native", "traceback", "error", "the process crashed natively (segfa
 # An abort is how C++ code ends after an error it already printed (`terminate called ... what():`, a collective
 # watchdog tearing the process down): it stands for that error, and is the answer only when nothing names one.
 _rule("crash.abort", "traceback", "error", "the process aborted (SIGABRT)",
-      r"core dumped|\bSIGABRT\b|signal 6\b|^Aborted\b|exitcode\s*:\s*-6\b|exited on signal 6\b|"
+      # (not a server's "Aborted request ..." / "Aborted 3 requests": requests it cancelled)
+      r"core dumped|\bSIGABRT\b|signal 6\b|^Aborted\b(?! \d+ requests?\b| requests?\b)|exitcode\s*:\s*-6\b|"
+      r"exited on signal 6\b|"
       r"Fatal Python error: Aborted",
       fix.SEGV, role="cascade", fatal=True,
       needles=("core dumped", "sigabrt", "signal 6", "aborted", "exitcode", "exited on signal"))

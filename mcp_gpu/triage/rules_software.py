@@ -270,7 +270,8 @@ _rule("signal.sigterm", "preempted", "error", "the job received SIGTERM",
       r"[Cc]aught SIGTERM|SIGTERM (?:signal )?(?:received|caught|detected)|[Rr]eceived (?:signal )?(?:15|SIGTERM)|"
       r"Signals\.SIGTERM|[Tt]erminated by signal SIGTERM|^Terminated: 15\b|[Kk]illed by (?:signal )?(?:SIGTERM|15)\b|"
       r"[Bb]ypassing signal SIGTERM|[Hh]andling signal:? SIGTERM|[Ss]ignal received:? SIGTERM\b|"
-      r"(?:[Dd]ue to|[Cc]aught signal|on) SIGTERM\b",
+      # (not a supervisor saying a child "did not exit on SIGTERM" before it sends SIGKILL)
+      r"(?:[Dd]ue to|[Cc]aught signal|(?<!exit )on) SIGTERM\b",
       fix.SIGTERM, role="sigterm", fatal=True,
       needles=("sigterm", "handling signal", "signal received",
                "death signal", "got signal: 15", "exitcode", "terminated", "received signal 15",
@@ -479,7 +480,7 @@ _rule("cascade.k8s", "traceback", "error", "Kubernetes keeps restarting a crashi
 
 _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
       r"^(?:\[\d+\][+-]?\s+)?(?:\d+\s+)?Killed\b"
-      r"(?! by (?:signal )?(?:15|SIGTERM|1|SIGHUP|2|SIGINT)\b| (?:orphan|zombie|stale|leftover|dangling|idle)\b)|"
+      r"(?! by (?:signal )?(?:15|SIGTERM|1|SIGHUP|2|SIGINT)\b| (?:orphan\w*|zombie|stale|leftover|dangling|idle)\b)|"
       r"(?:exit(?:ed)?|return|error)(?: with)? ?code[:= ]\s*(?:137|-9)\b|"
       r"EXIT CODE: 9\b|(?:\]|it/s|s/it|%)\s*Killed\s*$|^\[\d+\][+-]?\s+\d+\s+killed\s|memory budget\. Restarting|"
       r"returncode=-9\b|returned -9\b|The paging file is too small|WinError 1455|all available RAM|out of RAM\b|"
