@@ -10,9 +10,9 @@ How a verdict is reached:
    `[rank0]:` / srun `0: ` prefixes, tqdm's carriage-return redraws) and judged by `rules.RULES`, first match wins.
    A Python traceback is walked to its final exception line (the first line back at column 0): frames are code
    text and are not judged; an exception no rule explains is an unclassified `traceback`.
-2. Recovery: a line followed by more training progress, with no fatal sign in between, was survived (a caught and
-   logged traceback, a retried download, an overflow skipped at warm-up), and so is a line that says how the program
-   copes with it ("..., skipping", "falling back to"). It is reported as `info`, never as the cause.
+2. Recovery (`recovery.py`): a line followed by more training progress, with no fatal sign in between, was survived
+   (a caught and logged traceback, a retried download, an overflow skipped at warm-up), and so is a line that says
+   how the program copes with it ("..., skipping", "falling back to"). It is reported as `info`, never as the cause.
    A fatal sign (`Rule.fatal`: a segfault, `Killed`, a non-zero worker exit, ChildFailedError) is never
    survived, so a log that holds one is never `healthy`.
 3. Trends: fp16 overflow lines are judged as a series: the loss scale falling below 1 (or pinned at 1) is
@@ -36,9 +36,18 @@ from pydantic import BaseModel, Field
 from mcp_gpu.models import SEVERITY_RANK, Finding, Severity
 from mcp_gpu.triage.log_scan import _Hit, _Scan, _trim
 from mcp_gpu.triage.paste import normalise
+from mcp_gpu.triage.recovery import (
+    after_done,
+    anomaly_explained,
+    coping,
+    eval_nan_explained,
+    grad_norm_recovered,
+    mark_survived,
+    named_loss_recovered,
+    retries_pile_up,
+)
 from mcp_gpu.triage.rules import (
     GENERIC_TRACEBACK,
-    GRAD_NORM_NAN,
     LOG_ERROR,
     NCCL_TRACE,
     NCCL_TRACE_LINE,
@@ -124,52 +133,6 @@ def clean_line(raw: str) -> list[str]:
 def fingerprint(cls: str, line: str) -> str:
     """Class + the line with numbers (steps, pids, sizes, times) blanked: the same failure reads the same next time."""
     return f"{cls}:" + _SPACE.sub(" ", _NUMBER.sub("#", line.lower())).strip()[:160]
-
-
-def _mark_survived(hits: list[_Hit], progress: ProgressFinder) -> None:
-    """A hit is survived when real progress follows it with no fatal sign in between (after the exception line of a
-    traceback, a progress bar needs a second line of progress: a crashing process flushes its bar once)."""
-    fatal_at = sorted(h.index for h in hits if h.fatal)
-    fi = 0
-    for h in sorted(hits, key=lambda h: h.index):
-        if h.fatal:
-            continue
-        nxt = progress.finite_loss_after(h.index + 1) if h.cls == "nan_inf" and h.role != "trend" else \
-            progress.after(h.index + 1)
-        if nxt is not None and (h.final or h.exception or h.rule is LOG_ERROR) and progress.is_bar(nxt):
-            # a crashing process flushes its progress bar once after the traceback: that is not training going on
-            nxt = progress.after_next(nxt + 1)
-        if nxt is None:
-            continue
-        while fi < len(fatal_at) and fatal_at[fi] <= h.index:
-            fi += 1
-        if fi < len(fatal_at) and fatal_at[fi] < nxt:
-            continue
-        h.survived = True
-
-
-# a named component of the loss (`Value function loss: inf` among an RL trainer's surrogate and entropy terms): only a
-# finite value of that same component shows it recovered, not a finite value of another term
-_NAMED_LOSS = re.compile(r"([A-Za-z][A-Za-z_ ]{1,40}?)[ _]loss\b['\"]?\s*[:=]?\s*['\"]?[-+]?(?:nan|inf)\b", re.IGNORECASE)
-_NOT_A_COMPONENT = re.compile(r"^(?:train\w*|the|my|total|val\w*|eval\w*|test\w*|prev\w*|last|best|mean|avg)$",
-                              re.IGNORECASE)
-
-
-def _named_loss_recovered(text: str, hits: list[_Hit]) -> None:
-    by_name: dict[str, list[_Hit]] = {}
-    for h in hits:
-        if h.rule.id != "nan.loss" or not h.survived or h.fatal:
-            continue
-        m = _NAMED_LOSS.search(h.line)
-        name = m.group(1).strip() if m else ""
-        if name and not _NOT_A_COMPONENT.match(name.split()[-1]):
-            by_name.setdefault(name.lower(), []).append(h)
-    for name, named in by_name.items():  # one pass over the text per component name, however many hits it has
-        finite = re.compile(rf"{re.escape(name)}[ _]loss\b['\"]?\s*[:=]?\s*['\"]?[-+]?\d", re.IGNORECASE)
-        last = max((m.start() for m in finite.finditer(text)), default=-1)
-        for h in named:
-            if last <= h.index:
-                h.survived = False
 
 
 def _overflow_collapse(series: list[tuple[int, float | None]]) -> bool:
@@ -364,23 +327,6 @@ def _root_before_fatal(survived: list[_Hit], live: list[_Hit]) -> list[_Hit]:
 # Trainer's summary, a final export). A native crash after it is the teardown (destructors of C++ extensions,
 # simulators, TF sessions), not the run: results are already written. A Python traceback after it still counts:
 # the final evaluation or export crashed.
-_RUN_DONE = re.compile(
-    r"(?:"
-    r"\b(?:[Tt]raining|[Oo]ptimi[sz]ation|[Ff]ine-?tuning) (?:is |has )?(?:finished|completed?|done|ended)\b|"
-    r"\b(?:[Ff]inished|FINISHED|[Dd]one|[Ee]nd of|[Cc]ompleted) (?:[Tt]raining|[Oo]ptimi[sz]ation|[Ff]ine-?tuning)\b|"
-    r"\b[Tt]otal [Tt]raining [Tt]ime\b|'train_runtime'|\b[Mm]odels? exported\b|"
-    r"\b[Ss]aving (?:the )?final (?:model|checkpoint|weights)|\b[Ff]inal (?:model|checkpoint|weights) (?:saved|written))",
-)
-_EPOCH_SCOPED = re.compile(r"\b[Ee]poch\s*\[?\d")  # "Epoch 3 training finished": one epoch, not the run
-_TEARDOWN_CRASH = frozenset({"crash.native", "crash.abort", "signal.segv"})
-
-
-_GRAD_NORM_FINITE = re.compile(r"\bg(?:rad)?_?norm\b['\"]?\s*[:=]\s*(?:tensor\()?['\"]?[-+]?\d", re.IGNORECASE)
-
-
-WARMUP_NAN_NORMS = 2  # logged warm-up gradient norms, all NaN/inf with no finite one after: not the scaler's search
-
-
 def _nccl_trace(text: str, scan: _Scan) -> None:
     """The first line of NCCL's error trace, found by one search of the text (a literal-led pattern, at C speed)."""
     if "NCCL INFO" not in text or (m := NCCL_TRACE_LINE.search(text)) is None:
@@ -392,109 +338,6 @@ def _nccl_trace(text: str, scan: _Scan) -> None:
     line = clean_segments(text[start:len(text) if end < 0 else end])[-1]
     scan.hits.append(_Hit(NCCL_TRACE, start, line, "error", "cause"))
     scan.hit_lines.add(start)
-
-
-def _grad_norm_recovered(text: str, hits: list[_Hit]) -> None:
-    """A NaN/inf gradient norm followed by a finite one: the AMP scaler skipped that step and training went on.
-    At warm-up one NaN norm is the loss scale searching down; every logged norm NaN, and none finite after them,
-    is gradients that never became finite (a bf16 run has no scaler to search at all)."""
-    nan_norms = [h for h in hits if h.rule.id == "nan.grad_norm" and not h.survived]
-    warmup = [h for h in hits if h.rule.id == "nan.grad_norm_warmup"]
-    if not nan_norms and len(warmup) < WARMUP_NAN_NORMS:
-        return
-    last_finite = max((m.start() for m in _GRAD_NORM_FINITE.finditer(text)), default=-1)  # one pass: linear
-    for h in nan_norms:
-        end = text.find("\n", h.index)
-        if 0 <= end < last_finite:
-            h.survived = True
-    if len(warmup) >= WARMUP_NAN_NORMS and last_finite < warmup[0].index:
-        for h in warmup:
-            h.rule, h.severity, h.role = GRAD_NORM_NAN, "error", "cause"
-
-
-def _anomaly_explained(hits: list[_Hit]) -> None:
-    """Anomaly mode's "Error detected in XBackward" warning comes before the error it found: when that error is
-    printed (an in-place modification, NaN values returned), the error decides; alone, the warning stands."""
-    anomalies = [h for h in hits if h.rule.id == "nan.anomaly"]
-    if not anomalies:
-        return
-    finals = [h.index for h in hits if h.final and h.rule.id != "nan.anomaly"]
-    for h in anomalies:
-        if any(i > h.index for i in finals):
-            h.survived = True
-
-
-# A line that says how the program copes with what it reports ("..., skipping", "falling back to", "using X
-# instead", "ignoring"): reported and passed over, like a caught exception. NaN/inf lines are judged as a trend
-# instead (a skipped update once is coping, skipped updates without end are the failure).
-_COPES = re.compile(r"(?:[,;:.(]\s*|\b)(?:skipping\b(?! (?:updating|update|step|batch))|skipped\b|"
-                    r"[Ff]alling back\b|[Ff]all(?:s|ing)? back to\b|[Ff]allback to\b|using \S.{0,40}\binstead\b|ignoring\b|"
-                    r"will be ignored|is ignored|continuing\b|will retry)", re.IGNORECASE)
-_COPING_CLASSES = frozenset({"import_or_config_error", "traceback", "dataloader_error", "checkpoint_corrupt",
-                             "network_stall", "cuda_device_error"})
-
-
-def _coping(hits: list[_Hit]) -> None:
-    """A non-fatal line that says the program copes with it is survived (it is reported as info)."""
-    for h in hits:
-        if (not h.survived and not h.fatal and not h.final and h.cls in _COPING_CLASSES and h.role != "trend"
-                and _COPES.search(h.line)):
-            h.survived = True
-
-
-# NaN in an evaluation loss while the same line shows a finite training loss, or next to the program saying there
-# was nothing to evaluate: an empty or broken eval split, not a diverging run.
-_EVAL_NAN = re.compile(r"\b(?:val|valid|validation|eval|test)[_/ ]loss['\"]?\s*[:=]\s*['\"]?[-+]?nan\b", re.IGNORECASE)
-_FINITE_TRAIN = re.compile(r"(?:^|[\s,{'\"(/])(?:train[_/ ])?loss['\"]?\s*[:=]\s*['\"]?[-+]?\d", re.IGNORECASE)
-_NOTHING_TO_EVAL = re.compile(r"\bno (?:validation|eval\w*|test) (?:batches|samples|data|examples)\b|"
-                              r"\bskipping (?:validation|evaluation)\b", re.IGNORECASE)
-
-
-# A NaN in some other loss-named field (`prev_loss=nan` before a first epoch, an auxiliary or eval term) while the
-# training loss on the same line is finite: the optimiser is not diverging.
-_OTHER_NAN_FIELD = re.compile(r"\b\w*(?:loss|ppl|perplexity)\w*['\"]?\s*[:=]\s*['\"]?[-+]?(?:nan|inf)\b", re.IGNORECASE)
-
-
-def _eval_nan_explained(text: str, hits: list[_Hit]) -> None:
-    for h in hits:
-        if h.rule.id not in ("nan.loss", "nan.value") or h.survived or h.final:
-            continue
-        if _EVAL_NAN.search(h.line):
-            around = text[h.index:h.index + 400]
-            if _FINITE_TRAIN.search(_EVAL_NAN.sub("", h.line)) or _NOTHING_TO_EVAL.search(around):
-                h.survived = True
-        elif _OTHER_NAN_FIELD.search(h.line) and _FINITE_TRAIN.search(_OTHER_NAN_FIELD.sub("", h.line)):
-            h.survived = True
-
-
-RETRIES_PILING_UP = 2
-
-
-def _retries_pile_up(hits: list[_Hit]) -> None:
-    """One retry announced is a client coping; retries piling up with no progress between them are a stall."""
-    retries = [h for h in hits if h.rule.id == "net.retrying" and not h.survived]
-    if len(retries) >= RETRIES_PILING_UP:
-        for h in retries:
-            h.severity = "warn"
-
-
-def _after_done(text: str, hits: list[_Hit]) -> None:
-    """Native crashes printed after the run said it finished are its teardown: survived."""
-    crashes = [h for h in hits if h.rule.id in _TEARDOWN_CRASH and not h.survived]
-    if not crashes:
-        return  # the common case: no search at all
-    done_at = None
-    for m in _RUN_DONE.finditer(text, 0, max(h.index for h in crashes)):
-        line_start = text.rfind("\n", 0, m.start()) + 1
-        line_end = text.find("\n", m.end())
-        if not _EPOCH_SCOPED.search(text, line_start, line_end if line_end >= 0 else len(text)):
-            done_at = m.start()
-            break
-    if done_at is None:
-        return
-    for h in crashes:
-        if h.index > done_at:
-            h.survived = True
 
 
 _BARE_CR = re.compile(r"\r(?![:'\"\n])")
@@ -541,14 +384,14 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
     scan = _Scan(text, crashed, complete)
     hits = scan.hits
     _nccl_trace(text, scan)
-    _mark_survived(hits, ProgressFinder(text, scan.hit_lines))
-    _named_loss_recovered(text, hits)
-    _after_done(text, hits)
-    _grad_norm_recovered(text, hits)
-    _anomaly_explained(hits)
-    _coping(hits)
-    _eval_nan_explained(text, hits)
-    _retries_pile_up(hits)
+    mark_survived(hits, ProgressFinder(text, scan.hit_lines))
+    named_loss_recovered(text, hits)
+    after_done(text, hits)
+    grad_norm_recovered(text, hits)
+    anomaly_explained(hits)
+    coping(hits)
+    eval_nan_explained(text, hits)
+    retries_pile_up(hits)
     hits += _fact_hits(len(text), exit_code, exit_signal, oom_kill_delta, scheduler_state, disk_free_bytes,
                        inodes_free)
     # "No space left on device" while the pasted `df` shows room everywhere: the inodes ran out (df -i tells)
