@@ -717,3 +717,16 @@ def test_an_old_notebook_traceback_is_walked_to_the_exception_its_header_names()
            "<ipython-input-6-416281258c80> in <module>\n"
            "     28                                           training_steps=10,\n")
     assert triage_text(log).primary == "host_oom_killed"
+
+
+def test_where_a_cut_traceback_stopped_is_weaker_evidence_than_a_line_that_names_a_cause() -> None:
+    # anomaly mode named the NaN; the paste then stops inside the optimizer's step (a guess at memory, no more)
+    log = ("[W python_anomaly_mode.cpp:104] Warning: Error detected in DivBackward0. Traceback of forward call that "
+           "caused the error:\n"
+           "Traceback (most recent call last):\n"
+           '  File "train.py", line 40, in train_step\n    loss, loss_dict = self.optimizer.step(closure=closure)\n'
+           '  File "/env/lib/python3.8/site-packages/torch/optim/adam.py", line 66, in step\n    loss = closure()\n')
+    assert triage_text(log).primary == "nan_inf"
+    # with nothing named, the optimizer's first step is where memory usually runs out
+    cut = log.split("\n", 2)[2]
+    assert triage_text(cut).primary == "cuda_oom"

@@ -279,10 +279,12 @@ def _rank(g: _Group) -> tuple[int, int]:
 def _pick_primary(groups: list[_Group]) -> _Group | None:
     def tier(g: _Group) -> int | None:
         """0 a named cause; 1 a named warning nothing survived (the run died right after it); 2 an unclassified
-        crash or a collective timeout (only when nothing named the cause); 3 their warnings; 4 a launcher's
-        report that something failed."""
+        crash, a collective timeout, or the subsystem a cut-off traceback's frames were in (only when nothing named
+        the cause); 3 their warnings; 4 a launcher's report that something failed."""
         serious = SEVERITY_RANK[g.severity] >= SEVERITY_RANK["error"]
         warn = g.severity == "warn"
+        if not g.cascade and all(h.rule.id.startswith("hint.") for h in g.hits):
+            return 2  # a guess from where the paste stopped: any line that names a cause is better evidence
         if not g.cascade:
             if g.cls in _CASCADE_CLASSES:
                 return 2 if serious else (3 if warn else None)

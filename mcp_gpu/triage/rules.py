@@ -100,6 +100,9 @@ FRAME_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple((_re(p), c) for p, 
     # cpp_extension) and a package checking the version of another: the environment, not the model
     (r"op_builder[/\\]|installed_cuda_version|torch[/\\]utils[/\\]cpp_extension\.py|"
      r"in (?:check_jaxlib_version|_check_version|check_version|require_version)\b", "import_or_config_error"),
+    # an optimizer's step: its first call allocates the optimizer state (Adam's two moments), the usual place a
+    # run that fit its forward and backward runs out of GPU memory
+    (r"torch[/\\]optim[/\\]\w+\.py\S*, line \d+, in (?:step|_init_group)\b", "cuda_oom"),
     # the NCCL bindings of other stacks (cupy's, ChainerMN's communicators)
     (r"cupy[/\\]cuda[/\\]nccl|[/\\]\w*nccl\w*(?:_communicator)?\.py\S*, line \d+", "nccl_timeout"),
     (r"distributed_c10d\.py\S*, line \d+, in (?:all_reduce|all_gather\w*|broadcast\w*|barrier|reduce_scatter\w*|"

@@ -60,13 +60,15 @@ _rule("cascade.torchrun", "traceback", "error", "a worker or launcher failed",
       r"Trial .* errored|with return code [1-9]|[Rr]eturn code(?::| =)? ?-?[1-9]|died with <Signals|[Kk]illed by signal|"
       r"Killing subprocess|"
       r"[Tt]erminating (?:process|workers)|[Ss]hutting down workers|Error occurred when executing|"
-      r"[Jj]ob (?:\S+ )?(?:failed|FAILED)|[Tt]raining (?:failed|crashed|aborted)",
+      r"[Jj]ob (?:\S+ )?(?:failed|FAILED)|[Tt]raining (?:failed|crashed|aborted)|"
+      # Hydra's last words when the app it runs raised (printed after the error, as the process exits)
+      r"Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace",
       fix.TORCHRUN, role="cascade", fatal=True,
       needles=("childfailederror", "signalexception", "failed (exitcode", "terminate called after throwing", "exitcode",
                "process terminated with signal", "terminated with", "exited with", "returned non-zero exit status",
                "non-zero exit", "exit status", "exit code", "abnormally", "calledprocesserror",
                "workergroupfailureexception", "raytaskerror", "rayactorerror", "actordiederror", "died", "crashed",
                "killed by signal", "exited", "terminated", "errored", "return code", "terminating", "killing subprocess",
-               "shutting down workers", "error occurred when executing", "failed", "aborted"))
+               "shutting down workers", "error occurred when executing", "failed", "aborted", "hydra_full_error"))
 
 CRASH_RULES: tuple[Rule, ...] = _TABLE.rules()

@@ -496,12 +496,16 @@ _rule("nccl.error", "nccl_timeout", "error", "an NCCL communication error",
       r"DistBackendError|NCCL error|NCCL failure|NCCL_ERROR|ncclCommAbort|NCCL Error \d|[Cc]ommunicator (?:was )?aborted|"
       # XLA's and other stacks' report of a failed NCCL call, and NCCL's own text for ncclSystemError
       r"NCCL operation \S+ failed|ncclCommInit\w* failed|unhandled system error|"
-      # NCCL's socket transport failing to reach a peer (the "Last error:" line under ncclSystemError)
-      r"\bsocket(?:Start|Poll|Finalize)?Connect: Connect to \S+ failed",
+      # NCCL's socket transport failing to reach a peer (the "Last error:" line under ncclSystemError), as its
+      # socket layer and bootstrap word it, and a communicator aborted after an error or a watchdog timeout
+      r"\bsocket(?:Start|Poll|Finalize)?Connect: Connect to \S+ failed|\bNet : Call to \w+ (?:from|to) \S+ failed|"
+      r"(?:include/socket\.h|misc/socket\.cc|bootstrap\.cc):\d+ (?:NCCL )?WARN|"
+      r"NCCL INFO comm \S+ .{0,100}- Abort COMPLETE",
       fix.NCCL, gotcha="train.MN2",
       needles=("ncclsystemerror", "ncclinternalerror", "ncclremoteerror", "ncclinvalidusageerror",
                "ncclinvalidargumenterror", "nccl error", "distbackenderror", "communicator", "nccl failure", "nccl_error",
-               "ncclcommabort", "nccl operation", "ncclcomminit", "unhandled system error", "connect: connect to"))
+               "ncclcommabort", "nccl operation", "ncclcomminit", "unhandled system error", "connect: connect to",
+               "net : call to", "socket.h:", "socket.cc:", "bootstrap.cc:", "abort complete"))
 _rule("nccl.warn", "nccl_timeout", "warn", "NCCL warned", r"NCCL WARN\b", fix.NCCL, gotcha="train.MN2")
 
 
