@@ -678,6 +678,11 @@ def test_a_gradient_norm_that_is_never_finite_from_the_start_is_not_the_loss_sca
      "import_or_config_error"),
     ('  File "/env/Lib/site-packages/jax/_src/lib/__init__.py", line 68, in check_jaxlib_version\n'
      "    raise RuntimeError(msg)\n", "import_or_config_error"),
+    # ... or while writing a checkpoint (a full disk, most often), or setting up the process group
+    ('  File "/env/lib/python3.10/site-packages/torch/serialization.py", line 372, in save\n'
+     "    _save(obj, opened_zipfile, pickle_module, pickle_protocol)\n", "disk_full"),
+    ('  File "/env/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 932, in init_process_group\n'
+     "    _store_based_barrier(rank, store, timeout)\n", "nccl_timeout"),
     # ... or inside another stack's NCCL communicator
     ('  File "/env/lib/python2.7/site-packages/chainermn/communicators/pure_nccl_communicator.py", line 78, in '
      "allreduce_grad\n    self.nccl_comm.allReduce(\n", "nccl_timeout"),

@@ -103,6 +103,12 @@ FRAME_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple((_re(p), c) for p, 
     # an optimizer's step: its first call allocates the optimizer state (Adam's two moments), the usual place a
     # run that fit its forward and backward runs out of GPU memory
     (r"torch[/\\]optim[/\\]\w+\.py\S*, line \d+, in (?:step|_init_group)\b", "cuda_oom"),
+    # writing a checkpoint or a dataset file (torch.save, h5py, numpy): what stops a write is mostly a full disk
+    (r"torch[/\\]serialization\.py\S*, line \d+, in (?:save|_save)\b|h5py[/\\]_hl[/\\]\w+\.py\S*, line \d+, in "
+     r"(?:__setitem__|write_direct|create_dataset)\b|numpy[/\\]lib[/\\]npyio\.py\S*, line \d+, in save", "disk_full"),
+    # setting up the process group: a rendezvous or store barrier that never completes across ranks
+    (r"distributed_c10d\.py\S*, line \d+, in (?:init_process_group|_store_based_barrier|new_group)\b|"
+     r"elastic[/\\]rendezvous[/\\]", "nccl_timeout"),
     # the NCCL bindings of other stacks (cupy's, ChainerMN's communicators)
     (r"cupy[/\\]cuda[/\\]nccl|[/\\]\w*nccl\w*(?:_communicator)?\.py\S*, line \d+", "nccl_timeout"),
     (r"distributed_c10d\.py\S*, line \d+, in (?:all_reduce|all_gather\w*|broadcast\w*|barrier|reduce_scatter\w*|"
