@@ -508,35 +508,33 @@ class _Scan:
         self.hits.append(_Hit(rule, index, line, severity, rule.role, final=final, exception=exception))
 
 
-_TOPIC_RULES: dict[str, Rule] = {}
+# the weak rules that stand for a guess, made once per kind and class: `topic.<cls>` (an unexplained error line about
+# the subject `lexicon.topic` names) and `hint.<cls>` (the subsystem a cut-off traceback's frames were in)
+_WEAK_RULES: dict[str, Rule] = {}
 
 
-def _topic_rule(cls: str) -> Rule:
-    """The weak rule standing for an unexplained error line about `cls` (made once per class)."""
-    rule = _TOPIC_RULES.get(cls)
+def _weak_rule(kind: str, cls: str, severity: Severity, title: str, confidence: float) -> Rule:
+    rule_id = f"{kind}.{cls}"
+    rule = _WEAK_RULES.get(rule_id)
     if rule is None:
         base = next((r for r in RULES if r.cls == cls and r.role == "cause"), GENERIC_TRACEBACK)
-        rule = Rule(f"topic.{cls}", cls, "error", f"an error no rule knows, about {cls.replace('_', ' ')}",
-                    base.pattern, base.remedy, base.gotcha, "cause", None, False, TOPIC_CONFIDENCE)
-        _TOPIC_RULES[cls] = rule
+        rule = Rule(rule_id, cls, severity, title, base.pattern, base.remedy, base.gotcha, "cause", None, False,
+                    confidence)
+        _WEAK_RULES[rule_id] = rule
     return rule
 
 
-_HINT_RULES: dict[str, Rule] = {}
+def _topic_rule(cls: str) -> Rule:
+    """The weak rule standing for an unexplained error line about `cls`."""
+    return _weak_rule("topic", cls, "error", f"an error no rule knows, about {cls.replace('_', ' ')}", TOPIC_CONFIDENCE)
+
+
+def _hint_rule(cls: str) -> Rule:
+    return _weak_rule("hint", cls, "warn", f"the log ends inside a traceback in {cls} code", FRAME_HINT_CONFIDENCE)
 
 
 # the last code line of a cut-off traceback importing a module: the paste stops inside an import chain
 _IMPORT_LINE = re.compile(r"^(?:from [\w.]+ )?import [\w.]+")
-
-
-def _hint_rule(cls: str) -> Rule:
-    rule = _HINT_RULES.get(cls)
-    if rule is None:
-        base = next((r for r in RULES if r.cls == cls and r.role == "cause"), GENERIC_TRACEBACK)
-        rule = Rule(f"hint.{cls}", cls, "warn", f"the log ends inside a traceback in {cls} code",
-                    base.pattern, base.remedy, base.gotcha, "cause", None, False, FRAME_HINT_CONFIDENCE)
-        _HINT_RULES[cls] = rule
-    return rule
 
 
 def _frame_hint(frames: list[str], code: str = "") -> tuple[Rule, str] | None:
