@@ -108,12 +108,14 @@ _rule("dataloader.shm_enospc", "dataloader_error", "error", "shared memory (/dev
 # --- inodes and disk space (U6, U7) before anything that a full disk can cause
 _rule("inodes.df", "inode_exhausted", "critical", "the filesystem is out of inodes",
       r"[Oo]ut of inodes|[Nn]o (?:free )?inodes|inodes? (?:are |is )?(?:exhausted|full|used up)|IUse%.*\b100%|"
-      r"[Ii]node (?:quota|limit) (?:exceeded|reached)|[Ff]ile (?:count|number) (?:quota|limit)|"
-      r"files? quota exceeded|exceeded (?:the )?(?:file|inode) (?:quota|limit)|[Tt]oo many files|\binode quota\b|"
-      r"(?<!open )files limit (?:reached|exceeded)|(?:reached|exceeded) your (?:file|inode)s? (?:limit|quota)|"
+      r"[Ii]node (?:quota|limit) (?:exceeded|reached)|[Ff]ile[- ](?:count|number) (?:\(inodes?\) )?(?:quota|limit)|"
+      r"files? quota exceeded|exceeded (?:the |its )?(?:file|inode) (?:quota|limit)|[Tt]oo many files|\binode quota\b|"
+      r"(?<!open )files? limit (?:reached|exceeded)|(?:reached|exceeded) your (?:file|inode)s? (?:limit|quota)|"
+      r"[Ii]node allocation failed|\b[Ii]nodes?:? (?:9\d|100) ?% (?:used|full)|"
       # too many entries in one directory: ext4's htree index full, the per-directory link limit (EMLINK)
       r"Directory index full|cannot create directory .{0,200}: Too many links",
-      fix.INODES, gotcha="U7", needles=("inode", "iuse%", "file count", "file number", "files quota",
+      fix.INODES, gotcha="U7", needles=("inode", "iuse%", "file count", "file-count", "file number", "file-number",
+                                        "files quota",
                                         "file quota", "file limit", "too many files", "files limit", "your file",
                                         "directory index full", "too many links"))
 # ENOSPC when a file is created or linked, not written (Go's `open <path>: no space left on device` while a tar
