@@ -204,19 +204,20 @@ def _resolve_sigterm(hits: list[_Hit], worker_exits: list[str]) -> None:
             h.role = "cascade" if explained else "cause"
 
 
-# srun's report of the tasks it killed itself (`srun: error: node: tasks 0-38,40-63: Killed`), and the step
-# cancellation it logs when it tears a step down, and what counts as one task failing first
+# srun's report of the tasks it killed itself (`srun: error: node: tasks 0-38,40-63: Killed`), the step cancellation
+# it logs when it tears a step down, and srun's report of one task failing first (a rule's hit: only judged lines
+# are looked at)
 _SRUN_KILLED = re.compile(r"\btasks? [\d,-]+: Killed\b")
 _STEP_CANCELLED = re.compile(r"\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+ \*\*\*\s*$")
 _TASK_FAILED = re.compile(r"srun: error: \S+: tasks? [\d,-]+: (?:Exited with exit code [1-9]|Segmentation fault|"
-                          r"Aborted|Bus error|Floating point exception|Illegal instruction)|_step_signal: Terminating")
+                          r"Aborted|Bus error|Floating point exception|Illegal instruction)")
 _STOPPED = frozenset({"time_limit", "cancelled", "preempted"})
 
 
 def _launcher_kills(hits: list[_Hit]) -> list[_Hit]:
     """What a scheduler or srun kills after the job already ended is not the OOM killer: a SIGKILL after a time limit,
-    a cancellation or a preemption is that stop's; srun killing the other tasks after one task failed (or after it
-    was told to end the step) is a consequence of that failure, and so is the bare step cancellation srun logs then.
+    a cancellation or a preemption is that stop's; srun killing the other tasks after one task failed is a
+    consequence of that failure, and so is the bare step cancellation srun logs then.
     Those kills are dropped (they are no event of their own); the cancellation becomes a cascade."""
     stop = failed = None
     kept = []
@@ -325,10 +326,6 @@ def _root_before_fatal(survived: list[_Hit], live: list[_Hit]) -> list[_Hit]:
             _CASCADE_CLASSES and SEVERITY_RANK[h.severity] >= SEVERITY_RANK["error"] and 0 <= first - h.index <= ROOT_WINDOW]
 
 
-# The run said it finished: the whole run, not an epoch ("Training finished", "FINISHED Optimization", the HF
-# Trainer's summary, a final export). A native crash after it is the teardown (destructors of C++ extensions,
-# simulators, TF sessions), not the run: results are already written. A Python traceback after it still counts:
-# the final evaluation or export crashed.
 def _nccl_trace(text: str, scan: _Scan) -> None:
     """The first line of NCCL's error trace, found by one search of the text (a literal-led pattern, at C speed)."""
     if "NCCL INFO" not in text or (m := NCCL_TRACE_LINE.search(text)) is None:

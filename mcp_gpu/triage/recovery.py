@@ -65,6 +65,10 @@ def named_loss_recovered(text: str, hits: list[_Hit]) -> None:
                 h.survived = False
 
 
+# The run said it finished: the whole run, not an epoch ("Training finished", "FINISHED Optimization", the HF
+# Trainer's summary, a final export). A native crash after it is the teardown (destructors of C++ extensions,
+# simulators, TF sessions), not the run: results are already written. A Python traceback after it still counts:
+# the final evaluation or export crashed.
 _RUN_DONE = re.compile(
     r"(?:"
     r"\b(?:[Tt]raining|[Oo]ptimi[sz]ation|[Ff]ine-?tuning) (?:is |has )?(?:finished|completed?|done|ended)\b|"
