@@ -147,6 +147,23 @@ def trie_pattern(words: Iterable[str]) -> str:
     return emit(root)
 
 
+def _minimal_pieces(needles: Iterable[str]) -> list[str]:
+    """Each needle's anchored piece, without the pieces that contain another."""
+    pieces = {anchor(n) for n in needles}
+    return sorted(n for n in pieces if not any(o != n and o in n for o in pieces))
+
+
+# A line's shape: its UTF-8 bytes with ASCII letters lower-cased and every ASCII digit '0'. Log lines that differ
+# only in their numbers (progress bars, step records, timestamps, NCCL chatter) have one shape, so a long log has few
+# distinct shapes; needles are searched once per shape (a piece of a needle is in a line only if its shape is in the
+# line's shape), and the real needles then in the few lines whose shape holds a piece.
+_SHAPE = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", b"abcdefghijklmnopqrstuvwxyz" + b"0" * 10)
+
+
+def shape(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass").translate(_SHAPE)
+
+
 class NeedleFinder(Generic[T]):
     """Which owners (rules, signals) have a needle in a text, found in one pass over the lower-cased text."""
 
@@ -156,13 +173,18 @@ class NeedleFinder(Generic[T]):
             raise ValueError("no needles")
         # a zero-width lookahead sees overlapping needles that start at different places
         self.finder = re.compile("(?=(" + trie_pattern(sorted(needles)) + "))")
+        self.longest = max(map(len, needles))
         # To find the lines that may hold a needle, any piece of every needle will do (a line holding "out of
         # memory" holds "memory"): each needle is cut to start at its rarest character (`anchor`), and pieces that
         # contain another piece are dropped. The regex engine then skips most positions on their first character.
         # A line found this way is searched again for its real needles.
-        pieces = {anchor(n) for n in needles}
-        minimal = sorted(n for n in pieces if not any(o != n and o in n for o in pieces))
-        self.first = re.compile(trie_pattern(minimal))
+        # The pieces are searched in the lines' shapes (`shape`: digits all '0', bytes), so they are cut from the
+        # needles' shapes.
+        self.first = re.compile(trie_pattern(_minimal_pieces(shape(n).decode("latin-1") for n in needles))
+                                .encode("latin-1"))
+        # A shape holding a piece may stand for lines that hold none (`f0` of a glog line is in the shape of
+        # every hexadecimal `f7`): a line is tested for its pieces, cheaply, before its needles are searched.
+        self.first_in_line = re.compile(trie_pattern(_minimal_pieces(needles)))
         # a match is the longest needle at its position; the shorter needles it starts with are there too
         self._owners: dict[str, frozenset[T]] = {}
         for n in needles:
@@ -176,6 +198,15 @@ class NeedleFinder(Generic[T]):
         """The needles found in `low[start:end]` (`low` already lower-cased)."""
         it = self.finder.finditer(low, start) if end is None else self.finder.finditer(low, start, end)
         return {m.group(1) for m in it}
+
+    def crosses(self, low: str, cut: int) -> bool:
+        """Whether a needle found in `low` (the longest at its place) starts before `cut` and ends after it."""
+        for m in self.finder.finditer(low, max(0, cut - self.longest)):
+            if m.start() >= cut:
+                return False
+            if m.start() + len(m.group(1)) > cut:
+                return True
+        return False
 
     def owners_of(self, found: Iterable[str]) -> set[T]:
         out: set[T] = set()

@@ -47,14 +47,14 @@ def normalise(text: str) -> str:
 _ENTITY = re.compile(r"&(?:quot|gt|lt|amp|apos|nbsp|#0*39|#x0*27|#0*34|#x0*22|#0*60|#0*62);")
 _TYPOGRAPHY = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " ",
                              "\u2009": " ", "\u202f": " ", "\u2007": " ", "\u200b": None, "\ufeff": None})
-_TYPOGRAPHIC = re.compile("[\u2018\u2019\u201c\u201d\u00a0\u2009\u202f\u2007\u200b\ufeff]")
+_TYPOGRAPHIC_CHARS = "\u2018\u2019\u201c\u201d\u00a0\u2009\u202f\u2007\u200b\ufeff"
 
 
 def unweb(text: str) -> str:
     """The text as the program printed it before a web page escaped and typeset it."""
     if "&" in text and _ENTITY.search(text):
         text = html.unescape(text)
-    if _TYPOGRAPHIC.search(text):
+    if any(ch in text for ch in _TYPOGRAPHIC_CHARS):  # a few substring tests run faster than one class search
         text = text.translate(_TYPOGRAPHY)
     return text
 
@@ -182,26 +182,37 @@ def unwrap(text: str) -> str:
     if count < WRAP_MIN_LINES or count < WRAP_SHARE * sum(widths.values()):
         return text
     lines = text.split("\n")
+    # only a line whose length is a multiple of the width can have been cut: those are found in one comprehension,
+    # and a log where none is joined comes back as it was, without being put together again
     out: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        while len(line) >= width and len(line) % width == 0 and i + 1 < len(lines) and (
-                _wrapped_into(line[-width:], lines[i + 1])):
-            i += 1
-            line += lines[i]
-        out.append(line)
-        i += 1
-    return "\n".join(out)
+    done = 0  # lines[:done] are in `out` or were joined into it
+    for i in [i for i, n in enumerate(map(len, lines)) if n >= width and n % width == 0]:
+        if i < done:
+            continue
+        line, j = lines[i], i
+        while len(line) >= width and len(line) % width == 0 and j + 1 < len(lines) and (
+                _wrapped_into(line[-width:], lines[j + 1])):
+            j += 1
+            line += lines[j]
+        if j > i:
+            out += lines[done:i]
+            out.append(line)
+            done = j + 1
+    if not done:
+        return text
+    return "\n".join(out + lines[done:])
 
 
 def _joins_words(head: str, tail: str) -> bool:
     """Whether a rule's needle spans the cut between `head` and `tail` (found in neither alone)."""
     if not head or not tail or _BAR_LIKE.search(head):
         return False
-    edge = (head[-60:] + tail[:60]).lower()
-    return bool(INDEX.needles_in(edge + "\n") - INDEX.needles_in(head[-60:].lower() + "\n")
-                - INDEX.needles_in(tail[:60].lower() + "\n"))
+    low_head, low_tail = head[-60:].lower(), tail[:60].lower()
+    edge = low_head + low_tail + "\n"
+    # the common case first: no needle found in the join runs across the cut
+    if not INDEX.crosses(edge, len(low_head)):
+        return False
+    return bool(INDEX.needles_in(edge) - INDEX.needles_in(low_head + "\n") - INDEX.needles_in(low_tail + "\n"))
 
 
 # what starts a new record rather than continuing a cut one: a timestamp, a log level, a rank or bracket prefix, a
@@ -233,16 +244,30 @@ def _an_event(line: str) -> bool:
 
 
 # a traceback frame cut before its end: Python's `  File "/path/x.py", line 3, in f` with the quote still open, or an
-# IPython frame `path.py in f(a, b` with the parenthesis still open, continued at column 0 on the next line
-_CUT_FRAME = re.compile(r'^(\s*File "[^"\n]*|\S+\.py in \w+\([^)\n]*)\n(?=\S)', re.MULTILINE)
+# IPython frame `path.py in f(a, b` with the parenthesis still open, continued at column 0 on the next line. Each
+# pattern starts with a literal, which the regex engine finds at C speed; what comes before it on the line (only
+# blanks before `File "`, one word before `.py in `) is checked in Python for the few places found.
+_CUT_PY_FRAME = re.compile(r'File "[^"\n]*\n(?=\S)')
+_CUT_IPY_FRAME = re.compile(r"\.py in \w+\([^)\n]*\n(?=\S)")
 
 
 def unwrap_frames(text: str) -> str:
     """Frames a paste wrapped at any width are joined with their rest (whatever the width, a frame line whose quote
     or parenthesis is still open was cut), so that the traceback reads to its exception line."""
-    if 'File "' not in text and ".py in " not in text:
+    cuts = []  # the newlines to remove
+    for rx, one_word in ((_CUT_PY_FRAME, False), (_CUT_IPY_FRAME, True)):
+        for m in rx.finditer(text):
+            before = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
+            if (bool(before) and not any(c.isspace() for c in before)) if one_word else not before.strip():
+                cuts.append(m.end() - 1)
+    if not cuts:
         return text
-    return _CUT_FRAME.sub(r"\1", text)
+    pieces, at = [], 0
+    for cut in sorted(set(cuts)):
+        pieces.append(text[at:cut])
+        at = cut + 1
+    pieces.append(text[at:])
+    return "".join(pieces)
 
 
 TAIL_LINES = 60  # the end of a paste, where the crash is, read for a cut at no fixed width
@@ -258,10 +283,11 @@ def unwrap_tail(text: str) -> str:
         cut = text.rfind("\n", 0, cut)
         if cut < 0:
             break
-    head, tail_text = (text[:cut + 1], text[cut + 1:]) if cut >= 0 else ("", text)
+    start = cut + 1
+    tail_text = text[start:]
     lines = tail_text.split("\n")
     out: list[str] = []
-    i = 0
+    i = joined = 0
     while i < len(lines):
         line = lines[i]
         while i + 1 < len(lines) and len(line) >= WRAP_MIN_WIDTH:
@@ -271,8 +297,9 @@ def unwrap_tail(text: str) -> str:
             if not (_FRAGMENT.match(tail) and _joins_words(line[-60:], tail)):
                 break
             i += 1
+            joined += 1
             line += tail
         out.append(line)
         i += 1
-    return head + "\n".join(out)
+    return text[:start] + "\n".join(out) if joined else text  # unchanged, the long log is not copied
 

@@ -43,9 +43,13 @@ _rule("crash.abort", "traceback", "error", "the process aborted (SIGABRT)",
       fix.SEGV, role="cascade", fatal=True,
       needles=("core dumped", "sigabrt", "signal 6", "aborted", "exitcode", "exited on signal"))
 _rule("crash.glog_fatal", "traceback", "error", "a fatal check failed (glog FATAL: the process aborts)",
-      r"^\s*F\d{4} \d\d:\d\d:\d\d|^[\d\-: .]+F (?:tensorflow|external|xla|third_party)/\S+:\d+\]|\] Check failed: ",
-      fix.SEGV, role="cascade", fatal=True, needles=("f0", "f1", " f tensorflow/", " f external/", " f xla/",
-                                                      " f third_party/", "check failed: "))
+      r"^\s*F(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01]) \d\d:\d\d:\d\d|"
+      r"^[\d\-: .]+F (?:tensorflow|external|xla|third_party)/\S+:\d+\]|\] Check failed: ",
+      fix.SEGV, role="cascade", fatal=True,
+      # glog's `F` is followed by the month, the day and a space (`F0515 10:23:45.123456 ...`): needles that
+      # long are rare in the lines' shapes (digits all 0), where a bare `f0` is in every hexadecimal `f7`
+      needles=(*(f"f{month:02d}{day:02d} " for month in range(1, 13) for day in range(1, 32)),
+               " f tensorflow/", " f external/", " f xla/", " f third_party/", "check failed: "))
 _rule("crash.panic", "traceback", "error", "the program panicked (Rust/Go)",
       r"thread '[^']*' panicked at|^panic: |^goroutine \d+ \[running\]", fix.TRACEBACK, fatal=True,
       needles=("panicked at", "panic: ", "goroutine"))

@@ -494,7 +494,7 @@ _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
       # the kernel's memcg report of old, and schedulers' words for a job over its memory request
       r"killed as a result of limit of /|[Mm]emory usage exceeded (?:the )?(?:hard limit|request_memory|its request|limit)",
       fix.HOST_OOM, gotcha="U9", fatal=True,
-      needles=("killed", "137", "-9", "exit code: 9", "memory budget", "your session crashed", "low swap: killing",
+      needles=("killed", "code", "returned -9", "exit code: 9", "memory budget", "your session crashed", "low swap: killing",
                "hold reason: ", "put on hold", "killed as a result of limit of", "memory usage exceeded",
                "paging file is too small", "winerror 1455",
                "all available ram", "out of ram",
@@ -541,7 +541,7 @@ _rule("signal.sigterm_words", "preempted", "error", "the job received SIGTERM",
       r"[Tt]erminated by (?:signal )?(?:SIGTERM|TERM\b)|\bTERM signal\b|srun: error: \S+: tasks? [\d,-]+: Terminated\b|"
       r"^\[\d+\][+-]?\s+Terminated\b",  # bash's job control reporting a background job's end
       fix.SIGTERM, role="sigterm", fatal=True,
-      needles=("got sigterm", "signal 15", "signal: terminated", "caught 15", "caught signal 15", "143", "-15",
+      needles=("got sigterm", "signal 15", "signal: terminated", "caught 15", "caught signal 15", "code", "status",
                "terminated by", "term signal", ": terminated", "terminated"))
 _rule("cuda_oom.runtimes", "cuda_oom", "error", "GPU memory ran out (TensorRT, ONNX Runtime, CuPy)",
       r"Cuda Runtime \(out of memory\)|[Cc]uda [Ee]rror in .*\(out of memory\)|GPU memory allocation error|"

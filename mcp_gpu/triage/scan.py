@@ -1,19 +1,21 @@
 """One linear pass over a log: which lines hold a rule's needle, where tracebacks end, where progress resumes.
 
-A rule's regex is tried only on the lines that hold one of its needles (`Rule.needles`). The needles of every rule
-are found in a single search over the whole lower-cased text with one regex built as a trie (`_trie`): Python's
-regex engine then tests a handful of first characters per position instead of every needle, so the cost grows
-with the size of the log and hardly with the number of rules. Lines without a needle (nearly all lines of a
-healthy log) are never split out or looked at one by one.
-"""
+A rule's regex is tried only on the lines that hold one of its needles (`Rule.needles`). Lines are first reduced
+to their shapes (`needles.shape`: letters lower-cased, digits all '0'), and each distinct shape is searched once,
+with one regex built as a trie of pieces of every needle (`needles.trie_pattern`): Python's regex engine then tests
+a handful of first characters per position instead of every needle. A long log is mostly lines that differ only in
+their numbers (progress bars, step records, NCCL chatter), so it is searched as the few distinct lines it is made
+of; only the lines whose shape holds a piece are lower-cased and searched for their real needles. Lines without
+a needle (nearly all lines of a healthy log) are never looked at one by one."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from mcp_gpu.triage.needles import NeedleFinder, trie_pattern
+from mcp_gpu.triage.needles import NeedleFinder, shape, trie_pattern
 from mcp_gpu.triage.rule import RECOVERY_PATTERN
 from mcp_gpu.triage.rules import RULES, Rule
 
@@ -52,6 +54,7 @@ class NeedleIndex:
                 owners.setdefault(n, set()).add(i)
         self._needles = NeedleFinder(owners)
         self.first = self._needles.first
+        self.first_in_line = self._needles.first_in_line
 
     def candidates(self, found: Iterable[str]) -> list[Rule]:
         """The rules whose needles are among `found` (needle matches in one line), in table order."""
@@ -59,6 +62,10 @@ class NeedleIndex:
 
     def needles_in(self, low_line: str) -> set[str]:
         return self._needles.needles_in(low_line)
+
+    def crosses(self, low: str, cut: int) -> bool:
+        """Whether a needle found in `low` starts before `cut` and ends after it."""
+        return self._needles.crosses(low, cut)
 
 
 INDEX = NeedleIndex(RULES)
@@ -73,38 +80,60 @@ class Line:
     found: set[str]
 
 
-BLOCK = 1 << 20  # characters lower-cased and searched per step: the GIL is let go between steps
+BLOCK = 1 << 20  # characters read per step: the GIL is let go between steps
+SHAPES_KEPT = 200_000  # distinct line shapes remembered across steps (a log of unique lines would grow it without end)
 
 
 def needle_lines(text: str) -> Iterator[Line]:
     """The lines of `text` holding a needle, in order.
 
-    The text is taken in blocks of about `BLOCK` characters cut at line ends; each block is lower-cased and
-    searched for the first needle of a line, the search resuming at the next line, so each character is looked
-    at about once. Each regex call is short, so a worker thread running this leaves the event loop its turns."""
-    first = INDEX.first
+    The text is taken in blocks of about `BLOCK` characters cut at line ends. Each line of a block is reduced to
+    its shape (`needles.shape`: lines differing only in numbers share one), the shapes not seen before are searched
+    once for a piece of a needle, and only the lines whose shape holds one are lower-cased and searched for their
+    real needles. So a 50 MB log of progress bars and step records is searched as the few thousand distinct lines
+    it is made of; a log of all-different lines costs one search over its text, as before. Each call into the
+    regex engine is short, so a worker thread running this leaves the event loop its turns."""
+    first, in_line = INDEX.first, INDEX.first_in_line
+    seen: dict[bytes, bool] = {}  # shape -> holds a piece of a needle
     n = len(text)
     base = 0
     while base < n:
         stop = text.find("\n", min(n, base + BLOCK))
         stop = n if stop < 0 else stop
-        m_len = stop - base
-        low = text[base:stop].lower() + "\n"  # every line ends in a newline, the last one too (needles like "inf\n")
-        pos = 0
-        while pos < m_len:
-            m = first.search(low, pos)
-            if m is None or m.start() >= m_len:
-                break
-            at = m.start()
-            start = low.rfind("\n", 0, at) + 1
-            end = low.find("\n", at)
-            if end - start > LONG_LINE:  # judged by its head and tail only (log_scan.JUDGE_CHARS): look there
-                found = INDEX.needles_in(low[start:start + LONG_LINE // 2] + "\n" + low[end - LONG_LINE // 2:end + 1])
-            else:
-                found = INDEX.needles_in(low[start:end + 1])
-            if found:  # the piece found may belong to no whole needle on this line
-                yield Line(base + start, base + end, found)
-            pos = end + 1
+        block = text[base:stop]
+        shapes = shape(block).split(b"\n")
+        if len(seen) > SHAPES_KEPT:
+            seen.clear()
+        new = [s for s in dict.fromkeys(shapes) if s not in seen]
+        if new:
+            joined = b"\n".join(new) + b"\n"
+            holding: set[bytes] = set()
+            pos = 0
+            while (m := first.search(joined, pos)) is not None:
+                start = joined.rfind(b"\n", 0, m.start()) + 1
+                pos = joined.find(b"\n", m.start()) + 1
+                holding.add(joined[start:pos - 1])
+            for s in new:
+                seen[s] = s in holding
+        hits = [i for i, s in enumerate(shapes) if seen[s]]
+        if hits:
+            # where each line starts: a shape has the line's length in bytes, which is its length in characters
+            # when the block is ASCII
+            lengths = map(len, shapes if block.isascii() else block.split("\n"))
+            ends = list(itertools.accumulate(lengths))
+            for i in hits:
+                end = ends[i] + i  # the newlines before line i
+                start = end - (ends[i] - (ends[i - 1] if i else 0))
+                if end - start > LONG_LINE:  # judged by its head and tail only (log_scan.JUDGE_CHARS): look there
+                    low = (block[start:start + LONG_LINE // 2] + "\n" + block[end - LONG_LINE // 2:end]).lower()
+                else:
+                    low = block[start:end].lower()
+                low += "\n"  # every line ends in a newline (needles like "inf\n")
+                if in_line.search(low) is None:
+                    continue
+                found = INDEX.needles_in(low)
+                if found:  # the piece found may belong to no whole needle on this line
+                    yield Line(base + start, base + end, found)
         base = stop + 1
 
 
