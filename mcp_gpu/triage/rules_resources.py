@@ -436,7 +436,9 @@ _rule("gpu.cuda_fault", "cuda_device_error", "error", "a CUDA kernel or the GPU 
                "cudalaunch", "cudamemcpy", "cudadevicesynchronize",
                "cudastreamsynchronize", "cuda driver error", "cuda failure", "gpu hang", "gpu fault", "gpu reset",
                "failed to", "curesult", "unexpected cuda error", "unexpected event status", "unexpected gpu error", "xla",
-               "triton error [cuda]", "critical xid", "xid error", "failed", "error",
+               "triton error [cuda]", "critical xid", "xid error",
+               # CUDA's bare fault codes after "failed"/"error" (`Error 700`, `failed with code 719`)
+               "error 7", "error! 7", "error with ", "failed 7", "failed! 7", "failed with ",
                "cuda context manager error"))
 
 # Gloo's TCP pair losing its peer: the other rank's process went away mid-collective (it crashed or was killed)

@@ -84,6 +84,14 @@ BLOCK = 1 << 20  # characters read per step: the GIL is let go between steps
 SHAPES_KEPT = 200_000  # distinct line shapes remembered across steps (a log of unique lines would grow it without end)
 
 
+def _ends(line_shape: bytes) -> bytes:
+    """What is searched of a shape: all of it, or of a long line only its ends (a long line is judged by its first
+    and last LONG_LINE // 2 characters; a character is at most 4 bytes, so these bytes hold them)."""
+    if len(line_shape) <= 4 * LONG_LINE:
+        return line_shape
+    return line_shape[:2 * LONG_LINE] + b" " + line_shape[-2 * LONG_LINE:]
+
+
 def needle_lines(text: str) -> Iterator[Line]:
     """The lines of `text` holding a needle, in order.
 
@@ -104,18 +112,21 @@ def needle_lines(text: str) -> Iterator[Line]:
         shapes = shape(block).split(b"\n")
         if len(seen) > SHAPES_KEPT:
             seen.clear()
-        new = [s for s in dict.fromkeys(shapes) if s not in seen]
+        distinct = dict.fromkeys(shapes)
+        new = [s for s in distinct if s not in seen]
         if new:
-            joined = b"\n".join(new) + b"\n"
+            looked = [_ends(s) for s in new]
+            joined = b"\n".join(dict.fromkeys(looked)) + b"\n"
             holding: set[bytes] = set()
             pos = 0
             while (m := first.search(joined, pos)) is not None:
                 start = joined.rfind(b"\n", 0, m.start()) + 1
                 pos = joined.find(b"\n", m.start()) + 1
                 holding.add(joined[start:pos - 1])
-            for s in new:
-                seen[s] = s in holding
-        hits = [i for i, s in enumerate(shapes) if seen[s]]
+            for s, look in zip(new, looked, strict=True):
+                seen[s] = look in holding
+        # the lines are walked one by one only in a block where some shape holds a piece
+        hits = [i for i, s in enumerate(shapes) if seen[s]] if any(seen[s] for s in distinct) else []
         if hits:
             # where each line starts: a shape has the line's length in bytes, which is its length in characters
             # when the block is ASCII
@@ -156,17 +167,25 @@ def clean_segments(raw: str) -> list[str]:
 def _unprefix(line: str) -> str:
     """The line without a collector's timestamp and up to two launcher prefixes (`srun -l` around torchrun's
     `[rank0]:` gives `0: [rank0]: ...`)."""
-    line = STAMP.sub("", line, count=1)
-    stripped = PREFIX.sub("", line, count=1)
-    return PREFIX.sub("", stripped, count=1) if stripped != line else stripped
+    # (`match`, not `sub`: both patterns start with `^`, and a search for it walks a long line to its end)
+    line = _cut(STAMP, line)
+    stripped = _cut(PREFIX, line)
+    return _cut(PREFIX, stripped) if stripped != line else stripped
+
+
+def _cut(prefix: re.Pattern[str], line: str) -> str:
+    m = prefix.match(line)
+    return line[m.end():] if m else line
 
 
 def is_tb_header(line: str) -> bool:
-    return _TB_HEADER_RE.search(line) is not None
+    return "Traceback (most recent call last)" in line and _TB_HEADER_RE.search(line) is not None
 
 
 def tb_rest(line: str) -> str | None:
     """None if `line` holds no traceback header; else the text after the header ('' for a normal header)."""
+    if "Traceback (most recent call last)" not in line:  # the header's words, found at C speed first
+        return None
     m = _TB_HEADER_RE.search(line)
     if m is None:
         return None
