@@ -296,15 +296,21 @@ _rule("nan.grad_norm_warmup", "nan_inf", "info", "the gradient norm is NaN/inf a
 _rule("nan.tensorboard", "nan_inf", "info", "a logged scalar was NaN/inf (tensorboard's warning names no metric)",
       r"NaN or Inf found in input tensor", fix.NAN, gotcha="train.P8", needles=("nan or inf found in input tensor",))
 _rule("nan.loss", "nan_inf", "error", "the loss became NaN/inf",
-      r"(?:\b|_)(?:train_|val_|valid_|eval_|test_|total_|train/|val/)?loss(?:_\w+|es)?\b['\"]?(?:\s*[:=]\s*|"
+      # Each alternative starts with its literal words, the word boundary before them checked looking back: a
+      # case-blind alternation that starts with `\b` is tried at every position of every line holding "nan"
+      # (`loss`, `train_loss`, `val/loss`: "loss" after a non-word character, the start or an underscore)
+      r"loss(?<![^\W_]loss)(?:_\w+|es)?\b['\"]?(?:\s*[:=]\s*|"
       r"\s+)(?:tensor\()?\[?['\"]?"
       r"[-+]?(?:nan|inf(?:inity)?)\b(?!\s*(?:->|to\b))|"
-      r"\bloss (?:is|became|was|=|has become|went to) (?:nan|inf|infinite)|returned nan values in its|"
-      r"\b(?:is|in|are|was|were|became) not finite\b|non-finite|found invalid values|probability tensor contains either|"
+      r"loss (?<!\wloss )(?:is|became|was|=|has become|went to) (?:nan|inf|infinite)|returned nan values in its|"
+      r"not finite\b(?:(?<=\bis not finite)|(?<=\bin not finite)|(?<=\bare not finite)|(?<=\bwas not finite)|"
+      r"(?<=\bwere not finite)|(?<=\bbecame not finite))|non-finite|found invalid values|"
+      r"probability tensor contains either|"
       # (GluonTS: "Got NaN in first epoch. Try reducing initial learning rate.")
-      r"^(?:\w+\.)*FloatingPointError\b|\bgot NaN in (?:the )?(?:first |last |\d+\w* )?(?:epoch|batch|step|iteration)|"
-      r"(?<!\b0 )(?<!\bno )(?<!\bzero )"  # "found 0 NaN values" counts none
-      r"\bNaN (?:or Inf )?(?:loss|detected|found|encountered|values?)|"
+      r"^(?:\w+\.)*FloatingPointError\b|got NaN in (?<!\wgot NaN in )(?:the )?(?:first |last |\d+\w* )?"
+      r"(?:epoch|batch|step|iteration)|"
+      r"NaN (?<!\wNaN )(?<!\b0 NaN )(?<!\bno NaN )(?<!\bzero NaN )"  # "found 0 NaN values" counts none
+      r"(?:or Inf )?(?:loss|detected|found|encountered|values?)|"
       r"(?:loss|gradient|grad)s? (?:is |are |contains? )?NaN|nan loss|Loss is nan|[Dd]etected (?:nan|inf)|"
       r"NaN or Inf found|loss is infinite|Encountered (?:a )?NaN|[Ll]oss (?:exploded|diverged)|"
       r"\bnan\b.*\bloss\b.*\bnan\b",
