@@ -261,9 +261,12 @@ _rule("host_oom.limit_note", "host_oom_killed", "info", "the step's memory use t
       needles=("memory limit at some point",))
 _rule("host_oom.limits", "host_oom_killed", "error", "a memory limit was exceeded and the process killed",
       r"[Ee]xceeded (?:job |step )?memory limit|out-of-memory handler|excessive memory|exited on signal 9\b|"
-      r"[Kk]illed: 9\b|signal 9 \(Killed\)|[Kk]illed by the OOM killer|oom.killer", fix.HOST_OOM, gotcha="U9", fatal=True,
+      r"[Kk]illed: 9\b|signal 9 \(Killed\)|[Kk]illed by the OOM killer|oom.killer|"
+      # (in capitals only with the kill: advice that names the OOM killer is no kill)
+      r"(?:[Kk]illed|[Tt]erminated|[Rr]eaped|[Ss]topped) by (?:the )?(?:[\w'-]+ ){0,2}OOM[ _-]?[Kk]iller|"
+      r"\bOOM[ _-]?[Kk]iller (?:killed|terminated|was invoked|invoked|fired)\b", fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("memory limit", "out-of-memory handler", "excessive memory", "exited on signal 9", "killed: 9",
-               "signal 9 (killed)", "oom killer", "oom-killer", "oom_killer"))
+               "signal 9 (killed)", "oom killer", "oom-killer", "oom_killer", "oomkiller"))
 _rule("dataloader.killed", "dataloader_error", "error", "a DataLoader worker was killed (SIGKILL): usually host RAM",
       r"DataLoader worker \(pid[^)]*\) is killed by signal: Killed", fix.HOST_OOM, gotcha="U9", fatal=True)
 _rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: the OOM killer, unless someone ran kill -9",

@@ -220,7 +220,8 @@ _rule("sched.preempted", "preempted", "error", "the scheduler or cloud preempted
       r"[Nn]ode (?:was )?(?:drained|terminated|reclaimed|deleted|shut down|shutting down|removed|lost|failed)|"
       r"NODE_FAIL|NodeNotReady|[Nn]ode .{0,40}(?:marked dead|has been marked dead|died)|"
       r"[Ii]nstance (?:\S+ )?(?:was |is being |has been )?(?:terminated|reclaimed|stopped by|interrupted)|"
-      r"[Mm]aintenance event|hostError|[Rr]eclaim(?:ed|ing) (?:the )?(?:instance|node|capacity)|ScheduledEvents|"
+      r"[Mm]aintenance event|hostError|[Rr]eclaim(?:ed|ing) (?:the )?(?:instance|node|capacity)|"
+      r"capacity (?:was )?reclaimed|ScheduledEvents|"
       r"[Ss]hutdown (?:signal|notice)|shutting down (?:the )?(?:instance|node|VM)|\bEVICTED\b|"
       r"(?:[Pp]od|[Nn]ode|[Ii]nstance|[Jj]ob|[Ww]orker|VM)\S* (?:\S+ )?(?:was |has been |is being )?evicted",
       fix.PREEMPT, gotcha="SLURM2", fatal=True,
@@ -347,7 +348,10 @@ _rule("sched.preempted_more", "preempted", "error", "the job was stopped from ou
       r"(?:[Rr]eceived|[Hh]andling|[Cc]aught|got) (?:signal )?SIGUSR[12]|NodeDiedError|[Nn]ode (?:has )?died|"
       r"missed too many heartbeats|TPU (?:was |has been )?preempted|[Hh]ost maintenance|NodeShutdown|"
       r"[Nn]ode (?:is )?(?:being )?drained|[Ss]pot (?:instance )?(?:termination|reclaim)|will be terminated|"
-      r"is being terminated|[Ll]ost (?:the )?(?:node|worker node|host)\b",
+      r"is being terminated|[Ll]ost (?:the )?(?:node|worker node|host)\b|"
+      # what a spot watcher prints from AWS's instance metadata; Kubernetes' reasons for a pod stopped from outside
+      r"\"action\"\s*:\s*\"(?:terminate|stop|hibernate)\"\s*,\s*\"time\"|\b(?:PreemptionBy(?:Kube)?Scheduler|"
+      r"DeletionByTaintManager|EvictionByEvictionAPI|DeletionByPodGC|TerminationByKubelet)\b",
       fix.PREEMPT, gotcha="SLURM2", fatal=True,
       needles=("aborted by pbs server",
                "srun: forcing job termination", "srun: job step aborted", "srun: force terminated", "requeued", "requeue",
@@ -355,7 +359,8 @@ _rule("sched.preempted_more", "preempted", "error", "the job was stopped from ou
                "sigusr",
                "nodediederror", "died", "missed too many heartbeats", "preempted", "host maintenance",
                "nodeshutdown", "drained", "spot", "will be terminated", "is being terminated", "lost the", "lost node",
-               "lost worker node", "lost host"))
+               "lost worker node", "lost host", '"action"', "preemptionby", "deletionbytaintmanager",
+               "evictionbyevictionapi", "deletionbypodgc", "terminationbykubelet"))
 _rule("nan.more", "nan_inf", "error", "NaN/inf values appeared",
       r"\b(?:ppl|perplexity)\b['\"]?\s*[:=]?\s*inf\b|[Ff]ound (?:a |some )?(?:NaN|nan|inf|Inf)\b|"
       r"(?:[Ll]oss\w*|[Gg]rad\w*|[Oo]utputs?|[Ll]ogits|[Ww]eights?|[Pp]aram\w*|[Aa]ctivations?) (?:contains?|has|have|"
@@ -485,8 +490,9 @@ _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
       r"EXIT CODE: 9\b|(?:\]|it/s|s/it|%)\s*Killed\s*$|^\[\d+\][+-]?\s+\d+\s+killed\s|memory budget\. Restarting|"
       r"returncode=-9\b|returned -9\b|The paging file is too small|WinError 1455|all available RAM|out of RAM\b|"
       r"RAM (?:is )?(?:full|exhausted)|Your session crashed|low swap: killing|killing largest compressed process|"
-      r"[Ss]ystem (?:ran|is running) out of memory|out of (?:host|system|CPU) memory|"
-      r"tried to allocate more memory than is available|exceeded its memory (?:request|limit)|"
+      r"(?:[Ss]ystem|[Ii]nstance|[Nn]ode|[Mm]achine|[Hh]ost|VM|[Cc]ontainer|[Pp]od) (?:ran|has run|is running) out of memory|"
+      r"out of (?:host|system|CPU) memory|"
+      r"tried to allocate more memory than is available|exceeded its memory (?:request|limit|allocation)|"
       r"[Kk]ernel (?:for \S+ )?appears to have died|"
       r"The Kernel crashed while executing code|process pool was terminated abruptly|"
       # HTCondor holding (stopping) a job for its memory use
@@ -538,11 +544,12 @@ _rule("signal.sigterm_words", "preempted", "error", "the job received SIGTERM",
       r"status:? ?143\b|"
       # "Exit code is 143" (YARN), "exited with code 143", "a non-zero status of 143" (Vertex AI), LSF's summary
       r"\b(?:[Ee]xit(?:ed)?|[Rr]eturn(?:ed)?|status)\b[^\n\d]{0,30}?(?:code|status)(?: is| of)?[:= ]\s*(?:143|-15)\b|"
-      r"[Tt]erminated by (?:signal )?(?:SIGTERM|TERM\b)|\bTERM signal\b|srun: error: \S+: tasks? [\d,-]+: Terminated\b|"
+      r"[Tt]erminated by (?:signal )?(?:SIGTERM|TERM\b)|(?:[Ii]nterrupted|[Ss]topped|[Kk]illed) by (?:signal )?SIGTERM\b|"
+      r"\bTERM signal\b|srun: error: \S+: tasks? [\d,-]+: Terminated\b|"
       r"^\[\d+\][+-]?\s+Terminated\b",  # bash's job control reporting a background job's end
       fix.SIGTERM, role="sigterm", fatal=True,
       needles=("got sigterm", "signal 15", "signal: terminated", "caught 15", "caught signal 15", "code", "status",
-               "terminated by", "term signal", ": terminated", "terminated"))
+               "terminated by", "by sigterm", "by signal sigterm", "term signal", ": terminated", "terminated"))
 _rule("cuda_oom.runtimes", "cuda_oom", "error", "GPU memory ran out (TensorRT, ONNX Runtime, CuPy)",
       r"Cuda Runtime \(out of memory\)|[Cc]uda [Ee]rror in .*\(out of memory\)|GPU memory allocation error|"
       r"[Rr]equested amount of GPU memory .{0,40}could not be allocated|BFCArena.{0,80}Failed to allocate|"
