@@ -33,6 +33,7 @@ from mcp_gpu.models import Severity
 from mcp_gpu.triage import remedies as fix
 from mcp_gpu.triage.rule import EXTRA_CLASSES, Role, Rule, compile_pattern
 from mcp_gpu.triage.rules_crashes import CRASH_RULES
+from mcp_gpu.triage.rules_environment import ENVIRONMENT_RULES
 from mcp_gpu.triage.rules_resources import RESOURCE_RULES
 from mcp_gpu.triage.rules_software import SOFTWARE_RULES
 
@@ -41,7 +42,7 @@ __all__ = ["EXTRA_CLASSES", "RULES", "Role", "Rule"]
 _re = compile_pattern
 
 
-RULES: tuple[Rule, ...] = (*RESOURCE_RULES, *SOFTWARE_RULES, *CRASH_RULES)
+RULES: tuple[Rule, ...] = (*RESOURCE_RULES, *SOFTWARE_RULES, *ENVIRONMENT_RULES, *CRASH_RULES)
 
 
 # The unclassified crash: an exception line no rule above explains.

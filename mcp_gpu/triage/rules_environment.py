@@ -1,0 +1,55 @@
+"""Rules for an environment that does not fit the code: binary interfaces, builds and installs (after
+`rules_software.py`, before the crashes).
+
+These lines are written by the packaging and build tools, not by the trainer, so their wording is stable across
+projects: NumPy's ABI checks, an extension whose compiler failed, pip's resolver, a library version below what its
+companion requires, a launch without the process group the code expects.
+"""
+
+from __future__ import annotations
+
+from mcp_gpu.triage import remedies as fix
+from mcp_gpu.triage.rule import Rule, RuleTable
+
+_TABLE = RuleTable()
+_rule = _TABLE.add
+
+# a module built against another NumPy: at import it fails (or, for NumPy 2's notice, is about to)
+_rule("config.numpy_abi", "import_or_config_error", "error", "a compiled module was built against another NumPy",
+      r"module compiled against (?:ABI|API) version 0x[0-9a-f]+ but this version of numpy is 0x[0-9a-f]+|"
+      r"compiled using NumPy 1\.x cannot be run in\s+NumPy 2|numpy\.dtype size changed, may indicate binary "
+      r"incompatibility|numpy\.core\.multiarray failed to import|_ARRAY_API not found",
+      fix.IMPORT, gotcha="U29",
+      needles=("module compiled against", "cannot be run in", "numpy.dtype size changed",
+               "numpy.core.multiarray failed to import", "_array_api not found"))
+# a CUDA extension that did not compile (torch's cpp_extension runs ninja, setuptools nvcc: the toolkit does not fit;
+# a plain C compiler failing is a failed build step, `crash.other_runtime`)
+_rule("config.compile", "import_or_config_error", "error", "a CUDA extension failed to compile",
+      r"Command '\['ninja', '-v'[^\]]*\]' returned non-zero exit status|"
+      r"error: command '[^']*nvcc' failed with exit (?:code|status) \d+|"
+      r"Failed building wheel for|[Ff]ailed to build (?:installable wheels|[\w.-]+\s*$)",
+      fix.IMPORT, gotcha="U29",
+      needles=("command '['ninja', '-v'", "' failed with exit", "failed building wheel for", "failed to build"))
+# pip could not install what the job needs
+_rule("config.pip", "import_or_config_error", "error", "pip could not install a required package",
+      r"ERROR: Could not find a version that satisfies the requirement|ERROR: No matching distribution found for|"
+      r"\bResolutionImpossible\b",
+      fix.IMPORT, gotcha="U29",
+      needles=("could not find a version that satisfies the requirement", "no matching distribution found for",
+               "resolutionimpossible"))
+# one library's version below (or above) what its companion requires (jax/jaxlib; "requires X >= N, found M")
+_rule("config.version_pair", "import_or_config_error", "error", "two packages' versions do not fit each other",
+      r"\bversion [\d.]+\S* is (?:older|newer) than (?:the minimum|and incompatible with)\b|"
+      r"is version [\d.]+\S*, but this version of \w+ requires version",
+      fix.IMPORT, gotcha="U29",
+      needles=("is older than the minimum", "is older than and incompatible", "is newer than the minimum",
+               "is newer than and incompatible", "but this version of"))
+# the code expects a launcher (torchrun, srun) that was not used, or a chat model without its template
+_rule("config.launch_missing", "import_or_config_error", "error", "the code needs a setting the launch did not give",
+      r"Default process group has not been initialized|tokenizer\.chat_template is not set|"
+      r"can only be used on (?:CUDA|GPU) devices",
+      fix.ARGS,
+      needles=("default process group has not been initialized", "chat_template is not set",
+               "can only be used on cuda devices", "can only be used on gpu devices"))
+
+ENVIRONMENT_RULES: tuple[Rule, ...] = _TABLE.rules()
