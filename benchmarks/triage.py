@@ -18,6 +18,7 @@ import platform
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -122,6 +123,21 @@ def best_of(fn: object, reps: int) -> tuple[float, list[float]]:
     return min(times), times
 
 
+def worst_case_rows(name: str, make: Callable[[float], str], sizes: tuple[float, float], expected: str,
+                    reps: int) -> list[tuple[float, float, float | None]]:
+    """(MB, best s, naive s or None) for each size of a worst-case log; the naive way on the smaller size only."""
+    rows = []
+    for mb in sizes:
+        text = make(mb)
+        real_mb = len(text.encode()) / 1024**2
+        assert triage_text(text).primary == expected
+        best, _ = best_of(lambda text=text: triage_text(text), reps)
+        nbest = best_of(lambda text=text: naive_triage(text), 1)[0] if mb == sizes[0] else None
+        rows.append((real_mb, best, nbest))
+        print(f"{name} {real_mb:.1f} MB: best {best:.2f} s", file=sys.stderr)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="5,20,50", help="log sizes in MB")
@@ -143,29 +159,8 @@ def main() -> int:
             naive_rows.append((real_mb, nbest, best))
         print(f"triage {real_mb:.1f} MB: best {best:.2f} s", file=sys.stderr)
 
-    chatter_rows = []
-    for mb in (2.0, 20.0):
-        text = make_chatter_log(mb)
-        real_mb = len(text.encode()) / 1024**2
-        assert triage_text(text).primary == "traceback"
-        best, _ = best_of(lambda text=text: triage_text(text), args.reps)
-        nbest = None
-        if mb <= 2.0:
-            nbest, _ = best_of(lambda text=text: naive_triage(text), 1)
-        chatter_rows.append((real_mb, best, nbest))
-        print(f"chatter {real_mb:.1f} MB: best {best:.2f} s", file=sys.stderr)
-
-    distinct_rows = []
-    for mb in (1.0, 10.0):
-        text = make_distinct_log(mb)
-        real_mb = len(text.encode()) / 1024**2
-        assert triage_text(text).primary == "cuda_oom"
-        best, _ = best_of(lambda text=text: triage_text(text), args.reps)
-        nbest = None
-        if mb <= 1.0:
-            nbest, _ = best_of(lambda text=text: naive_triage(text), 1)
-        distinct_rows.append((real_mb, best, nbest))
-        print(f"distinct {real_mb:.1f} MB: best {best:.2f} s", file=sys.stderr)
+    chatter_rows = worst_case_rows("chatter", make_chatter_log, (2.0, 20.0), "traceback", args.reps)
+    distinct_rows = worst_case_rows("distinct", make_distinct_log, (1.0, 10.0), "cuda_oom", args.reps)
 
     cat = load_catalogue()
     lookup("warm up")
