@@ -59,7 +59,18 @@ LEXICON: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cls, re.compile(p)) fo
                          r"shared memory segment|/dev/shm"),
     ("preempted", r"\b(?:[Pp]re-?empt\w*|[Ee]vict\w*|[Ss]pot (?:instance|VM|node)|[Rr]eclaim\w*|[Mm]aintenance event|"
                   r"[Ii]nterruption notice|[Tt]ermination signal|SIGTERM)|\b[Dd]rain\w*\b.{0,30}\bnode\b"),
-    ("import_or_config_error", r"\b(?:[Nn]o module|import(?:ing)?|not installed|[Pp]lease install|incompatible|"
+    ("import_or_config_error", r"\b(?:[Nn]o module|import(?:ing)?|not installed|[Pp]lease install|incompatib\w*|"
+                               # an exception type that says so (`ConfigurationError`, jsonargparse's
+                               # `ArgumentError`, a CLI's `UsageError`; not TensorFlow's InvalidArgumentError, a code bug)
+                               r"\w*Config(?:uration)?(?:Error|Exception)\b|(?<![\w.])(?:\w*argparse\.)?ArgumentError\b|UsageError\b|"
+                               # a name the code has no entry for: `Unknown scheduler type: x`, `Unknown optimizer`
+                               r"[Uu]nknown (?:[\w-]+ )?(?:type|scheduler|optimizer|backend|mode|architecture|"
+                               r"activation|loss|metric|dataset|task|precision|strategy|accelerator)\b|"
+                               r"missing required (?:field|argument|key|option|config\w*|parameter|value)|"
+                               r"arguments? (?:are|is) not used by|not compatible with|"
+                               r"(?:is|are) only (?:supported|available|implemented) (?:with|on|for|by|when|in)|"
+                               r"should be (?:divisible by|a multiple of|one of)|"
+                               r"must be an? (?:dict\w*|list|str\w*|int\w*|float|bool\w*|tuple|positive|non-negative)\b|"
                                r"environment variable|not compiled with|[Cc]onfig(?:uration)? (?:file|key|value|error)|"
                                r"(?:[Uu]nknown|[Ii]nvalid|[Uu]nrecognized) (?:key|option|argument|parameter|field)|"
                                r"[Nn]o package metadata|"
@@ -73,7 +84,8 @@ LEXICON: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cls, re.compile(p)) fo
                                r"\bv?\d+(?:\.\d+)* or (?:higher|later|newer|above)\b|no longer supported|"
                                r"has been removed in v?\d|(?:is|are) not (?:yet |currently )?supported (?:by|with|when|for|"
                                r"in combination)|cannot be (?:used|combined) (?:together )?with|mutually exclusive|"
-                               r"but not both|must be (?:one of|divisible by|a multiple of|(?:set|specified|provided) "
+                               r"but not both|cannot be used together|"
+                               r"must be (?:one of|divisible by|a multiple of|(?:set|specified|provided) "
                                r"(?:when|if|to|for))|[Pp]lease (?:set|specify|provide)\b|"
                                r"must be (?:either )?['\"`]?[\w.-]+['\"`]? or ['\"`]?[\w.-]+['\"`]?|"
                                # (not "'NoneType' object does not support item assignment", a code bug)

@@ -69,6 +69,14 @@ _ANNOUNCES = re.compile(r"\b(?:ERROR|WARN(?:ING)?|CRITICAL|[Ee]rror|[Ww]arning|[
                         r"[Rr]etry\w*|[Ss]kipp\w*|[Ff]ailed)\b|^\s*[EWF]\d{4} |:\s*$")
 
 
+# A line that says how the program copes with what it reports ("..., skipping", "falling back to", "using X
+# instead", "ignoring"): reported and passed over, like a caught exception. NaN/inf lines are judged as a trend
+# instead (a skipped update once is coping, skipped updates without end are the failure).
+COPES = re.compile(r"(?:[,;:.(]\s*|\b)(?:skipping\b(?! (?:updating|update|step|batch))|skipped\b|"
+                   r"[Ff]alling back\b|[Ff]all(?:s|ing)? back to\b|[Ff]allback to\b|using \S.{0,40}\binstead\b|ignoring\b|"
+                   r"will be ignored|is ignored|continuing\b|will retry)", re.IGNORECASE)
+
+
 _FINITE_CHECK = re.compile(r"isnan|isinf|isfinite|\bnan\b|\binf\b", re.IGNORECASE)
 
 
@@ -248,6 +256,17 @@ class _Scan:
             return False
         segs = clean_segments(prev)
         return _ANNOUNCES.search(segs[-1] if segs else prev) is not None
+
+    def _copes_after(self, pos: int) -> bool:
+        """Whether the first line after a traceback's exception says the program copes with it ("Apex not found,
+        falling back to native AMP", "..., skipping this file"): the program printed the traceback itself and went on.
+        It is still a failure unless training progress follows (`recovery.mark_survived`); only no longer a death."""
+        while pos < len(self.text):
+            raw, end = self._physical(pos)
+            if raw.strip():
+                return not is_tb_header(raw.strip()) and COPES.search(raw) is not None
+            pos = end + 1
+        return False
 
     def _with_message(self, line: str, pos: int) -> tuple[str, int]:
         """An exception line with no message, joined with the message lines printed below it (up to a blank line
@@ -450,7 +469,7 @@ class _Scan:
                 # `OSError: [Errno 0] Error` raised from ssl.py: the subsystem it came from names the class (weakly)
                 self.hits.append(_Hit(hint[0], pos, f"{line.strip()} (raised in {hint[0].cls} code: {hint[1]})",
                                       "error", "cause", final=True))
-            caught = ignored or background or self._announced_before(header)
+            caught = ignored or background or self._announced_before(header) or self._copes_after(self._skip_to)
             optional = self._optional_import(header, self.hits[before:])
             for h in self.hits[before:]:
                 # a feeder thread's unnamed error (a broken pipe to a consumer that left) is routine; a named one

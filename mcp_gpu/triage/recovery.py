@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from mcp_gpu.triage.log_scan import _Hit
+from mcp_gpu.triage.log_scan import COPES, _Hit
 from mcp_gpu.triage.rules import GRAD_NORM_NAN, LOG_ERROR
 from mcp_gpu.triage.scan import ProgressFinder
 
@@ -116,12 +116,7 @@ def anomaly_explained(hits: list[_Hit]) -> None:
             h.survived = True
 
 
-# A line that says how the program copes with what it reports ("..., skipping", "falling back to", "using X
-# instead", "ignoring"): reported and passed over, like a caught exception. NaN/inf lines are judged as a trend
-# instead (a skipped update once is coping, skipped updates without end are the failure).
-_COPES = re.compile(r"(?:[,;:.(]\s*|\b)(?:skipping\b(?! (?:updating|update|step|batch))|skipped\b|"
-                    r"[Ff]alling back\b|[Ff]all(?:s|ing)? back to\b|[Ff]allback to\b|using \S.{0,40}\binstead\b|ignoring\b|"
-                    r"will be ignored|is ignored|continuing\b|will retry)", re.IGNORECASE)
+# (how a line says the program copes with what it reports: `log_scan.COPES`)
 _COPING_CLASSES = frozenset({"import_or_config_error", "traceback", "dataloader_error", "checkpoint_corrupt",
                              "network_stall", "cuda_device_error"})
 
@@ -130,7 +125,7 @@ def coping(hits: list[_Hit]) -> None:
     """A non-fatal line that says the program copes with it is survived (it is reported as info)."""
     for h in hits:
         if (not h.survived and not h.fatal and not h.final and h.cls in _COPING_CLASSES and h.role != "trend"
-                and _COPES.search(h.line)):
+                and COPES.search(h.line)):
             h.survived = True
 
 

@@ -286,7 +286,7 @@ _rule("ssh.drop", "ssh_disconnect", "warn", "the SSH session dropped",
       r"client_loop: send disconnect|packet_write_wait|Connection to \S+ closed by remote host|ssh: connect to host|"
       r"kex_exchange_identification|ssh_exchange_identification|Read from remote host|Timeout, server \S+ not responding|"
       r"Connection closed by (?:remote host|\d)|ssh.*(?:[Cc]onnection (?:reset|refused|timed out|closed))|"
-      r"remote side unexpectedly closed|[Ss]ession (?:closed|terminated|ended|disconnected)|[Dd]isconnected from|"
+      r"[Rr]emote side unexpectedly closed|[Ss]ession (?:closed|terminated|ended|disconnected)|[Dd]isconnected from|"
       r"client_loop|Write failed: Broken pipe|Corrupted MAC|[Cc]onnection (?:to .* )?lost|[Ll]ost connection|"
       r"during banner exchange|Read error from remote host|sshd\[\d+\]: .{0,40}(?:Connection reset|Connection closed|"
       r"Timeout before authentication|Broken pipe)|ssh heartbeat.{0,60}dropped|[Rr]econnect(?:ing)? to (?:the )?ssh server",
@@ -525,6 +525,7 @@ _rule("sched.node_fail", "preempted", "error", "the node failed or the job was r
       r"[Rr]ecover(?:ing|ed) (?:from )?(?:preemption|the job|cluster)|[Ii]nstance (?:was |has been )?stopped|"
       r"[Pp]od (?:was |has been )?(?:stopped|terminated)|machine (?:is|went) offline|[Rr]untime disconnected|"
       r"[Rr]untime (?:has been|was) disconnected|"
+      r"(?:terminated|stopped|shut down|rebooted) (?:\w+ ){0,4}(?:due to|for) (?:\w+ ){0,2}maintenance|"
       # notices ahead of the stop, and what a cluster does to a pod it takes back
       r"[Ss]cheduled for (?:termination|preemption|eviction)|"
       r"(?:[Ii]nstance|[Nn]ode|VM|[Pp]od|[Mm]achine|[Hh]ost)\b.{0,40}[Ss]cheduled for (?:maintenance|deletion)|\b[Oo]utbid\b|"
@@ -534,10 +535,9 @@ _rule("sched.node_fail", "preempted", "error", "the node failed or the job was r
       needles=("due to node fail", "node failure", "requeue", "pod", "nodeshutdown", "terminating pod", "going down for",
                "system is powering down", "system is rebooting", "reboot: power down", "reboot: restarting system",
                "shut down", "shutdown", "shutting down", "recover", "instance", "offline", "runtime disconnected",
-               "runtime has been disconnected",
-               "runtime was disconnected", "scheduled for", "outbid", "killing container", "need to kill pod",
-               "auto-requeue", "node is shutting down", "requeing job", "termination time", "termination-time",
-               "(preemption)", "(pre-emption)", "(preemption)"))
+               "runtime has been disconnected", "maintenance", "runtime was disconnected", "scheduled for", "outbid",
+               "killing container", "need to kill pod", "auto-requeue", "node is shutting down", "requeing job",
+               "termination time", "termination-time", "(preemption)", "(pre-emption)"))
 _rule("signal.sigterm_words", "preempted", "error", "the job received SIGTERM",
       r"got SIGTERM|\bsignal 15\b|signal: terminated|[Cc]aught (?:signal )?15\b|(?:exit|"
       r"return)(?: with)? ?code[:= ]\s*(?:143|-15)\b|"
