@@ -270,7 +270,7 @@ _rule("host_oom.limits", "host_oom_killed", "error", "a memory limit was exceede
 _rule("dataloader.killed", "dataloader_error", "error", "a DataLoader worker was killed (SIGKILL): usually host RAM",
       r"DataLoader worker \(pid[^)]*\) is killed by signal: Killed", fix.HOST_OOM, gotcha="U9", fatal=True)
 _rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: the OOM killer, unless someone ran kill -9",
-      r"^\W*Killed\b(?! by (?:signal )?(?:15|SIGTERM|1|SIGHUP|2|SIGINT)\b| (?:orphan\w*|zombie|stale|leftover|dangling|idle)\b)|"
+      r"^\W*Killed\b(?! by (?:signal )?(?:(?!9\b)\d+|SIG(?!KILL)[A-Z]+)\b| (?:orphan\w*|zombie|stale|leftover|dangling|idle)\b)|"
       r"已杀死|: line \d+:\s+\d+ Killed\b|^zsh: killed\b|exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\) received by PID|"
       r"return code = -9\b|died with <Signals\.SIGKILL: 9>|killed by signal: Killed|[Kk]illed by signal 9\b|"
       r"signal 9 \(SIGKILL\)|\(SIGKILL\)|exit (?:code|status):? -9\b|\bsignal: killed\b|tasks? [\d,-]+: Killed|"

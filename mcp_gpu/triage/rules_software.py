@@ -485,7 +485,7 @@ _rule("cascade.k8s", "traceback", "error", "Kubernetes keeps restarting a crashi
 
 _rule("host_oom.words", "host_oom_killed", "error", "host RAM ran out",
       r"^(?:\[\d+\][+-]?\s+)?(?:\d+\s+)?Killed\b"
-      r"(?! by (?:signal )?(?:15|SIGTERM|1|SIGHUP|2|SIGINT)\b| (?:orphan\w*|zombie|stale|leftover|dangling|idle)\b)|"
+      r"(?! by (?:signal )?(?:(?!9\b)\d+|SIG(?!KILL)[A-Z]+)\b| (?:orphan\w*|zombie|stale|leftover|dangling|idle)\b)|"
       r"(?:exit(?:ed)?|return|error)(?: with)? ?code[:= ]\s*(?:137|-9)\b|"
       r"EXIT CODE: 9\b|(?:\]|it/s|s/it|%)\s*Killed\s*$|^\[\d+\][+-]?\s+\d+\s+killed\s|memory budget\. Restarting|"
       r"returncode=-9\b|returned -9\b|The paging file is too small|WinError 1455|all available RAM|out of RAM\b|"
