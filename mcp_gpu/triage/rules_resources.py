@@ -113,11 +113,13 @@ _rule("inodes.df", "inode_exhausted", "critical", "the filesystem is out of inod
       r"(?<!open )files? limit (?:reached|exceeded)|(?:reached|exceeded) your (?:file|inode)s? (?:limit|quota)|"
       r"[Ii]node allocation failed|\b[Ii]nodes?:? (?:9\d|100) ?% (?:used|full)|"
       # too many entries in one directory: ext4's htree index full, the per-directory link limit (EMLINK)
-      r"Directory index full|cannot create directory .{0,200}: Too many links",
+      r"Directory index full|cannot create directory .{0,200}: Too many links|"
+      # a site's quota mail or login banner: "the number of files ... exceeds your quota of 100000 files"
+      r"(?:number of|count of) files\b.{0,80}\bexceed\w*|exceed\w* (?:your |the )?quota of [\d,]+ files",
       fix.INODES, gotcha="U7", needles=("inode", "iuse%", "file count", "file-count", "file number", "file-number",
                                         "files quota",
                                         "file quota", "file limit", "too many files", "files limit", "your file",
-                                        "directory index full", "too many links"))
+                                        "directory index full", "too many links", "of files", "quota of"))
 # ENOSPC when a file is created or linked, not written (Go's `open <path>: no space left on device` while a tar
 # layer is extracted, a store's hard links): creating needs an inode, writing needs bytes — on a disk full of bytes
 # the open succeeds and the write fails. (mkdir is left out: a new directory also needs a block.)
