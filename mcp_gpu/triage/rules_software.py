@@ -285,9 +285,9 @@ _rule("ssh.hostkey", "ssh_disconnect", "error", "the SSH host key is unknown or 
 _rule("ssh.drop", "ssh_disconnect", "warn", "the SSH session dropped",
       r"client_loop: send disconnect|packet_write_wait|Connection to \S+ closed by remote host|ssh: connect to host|"
       r"kex_exchange_identification|ssh_exchange_identification|Read from remote host|Timeout, server \S+ not responding|"
-      r"Connection closed by (?:remote host|\d)|ssh.*(?:[Cc]onnection (?:reset|refused|timed out|closed))|"
+      r"Connection closed by (?:remote host|\d)|ssh.*(?:[Cc]onnection (?:reset|refused|timed out|closed))|\.ssh_exception\.|"
       r"[Rr]emote side unexpectedly closed|[Ss]ession (?:closed|terminated|ended|disconnected)|[Dd]isconnected from|"
-      r"client_loop|Write failed: Broken pipe|Corrupted MAC|[Cc]onnection (?:to .* )?lost|[Ll]ost connection|"
+      r"client_loop|Write failed: Broken pipe|Corrupted MAC|[Cc]onnection (?:to .* )?lost|[Ll]ost connection|mux_client_\w+|"
       r"during banner exchange|Read error from remote host|sshd\[\d+\]: .{0,40}(?:Connection reset|Connection closed|"
       r"Timeout before authentication|Broken pipe)|ssh heartbeat.{0,60}dropped|[Rr]econnect(?:ing)? to (?:the )?ssh server",
       fix.SSH, gotcha="U1",
@@ -295,7 +295,7 @@ _rule("ssh.drop", "ssh_disconnect", "warn", "the SSH session dropped",
                "read from remote host", "timeout, server", "broken pipe", "connection closed by", "remote side",
                "session", "disconnected from", "corrupted mac", "lost connection", "connection",
                "during banner exchange", "read error from remote host", "sshd[", "ssh heartbeat",
-               "to ssh server", "to the ssh server"))
+               "to ssh server", "to the ssh server", "mux_client_"))
 _rule("net.wandb_init", "network_stall", "warn", "W&B could not start its run (network)",
       r"Run initialization has timed out|wandb: ERROR .*(?:timed out|[Tt]imeout)", fix.WANDB, gotcha="AD1",
       needles=("run initialization has timed out", "wandb: error"))
