@@ -285,11 +285,14 @@ _rule("host_oom.alloc", "host_oom_killed", "error", "host RAM exhausted (allocat
       r"^(?!.*(?:\b(?:CUDA|cuda|GPU) [Ee]rror\b|</torch_|\bRMM\b|rmm::))(?:(?:\w+\.)*MemoryError\b|.*?(?:Cannot allocate memory|"
       r"\[Errno 12\]|DefaultCPUAllocator: (?:can't allocate|not enough) memory|"
       r"std::bad_alloc|[Mm]emory limit reached|"
-      r"Unable to allocate [\d.]+ [KMGT]i?B|can't allocate memory|[Oo]ut of (?:host|CPU|system) memory))",
+      # (Go's runtime, which tools around training are written in, dies with "fatal error: runtime: out of memory")
+      r"Unable to allocate [\d.]+ [KMGT]i?B|can't allocate memory|[Oo]ut of (?:host|CPU|system) memory|"
+      r"fatal error: runtime: out of memory))",
       fix.HOST_OOM, gotcha="U9",
       needles=("memoryerror", "cannot allocate memory", "[errno 12]", "can't allocate memory", "std::bad_alloc",
                "defaultcpuallocator: not enough memory", "memory limit reached",
-               "unable to allocate", "out of host memory", "out of cpu memory", "out of system memory"))
+               "unable to allocate", "out of host memory", "out of cpu memory", "out of system memory",
+               "runtime: out of memory"))
 
 # --- NaN / inf (train.P8, train.P10)
 # fp16/AMP: the first steps overflow while the dynamic loss scale searches down from 2**16, and the logged gradient
