@@ -227,6 +227,10 @@ _rule("ckpt.zip", "checkpoint_corrupt", "error", "checkpoint is truncated or cor
       r"(?:corrupt|truncated).{0,80}(?:checkpoint|weights|archive|\.pth?|\.ckpt|\.bin|\.safetensors)|"
       r"[Uu]nable to (?:load|open) (?:weights|file).*(?:checkpoint|truncated)|[Tt]runcated file|file signature not found|"
       r"storage has wrong byte size|invalid load key|"
+      # HDF5 (Keras .h5 weights) whose structure does not parse; llama.cpp's GGUF cut short
+      r"[Uu]nable to (?:synchronously )?open (?:file|object) \((?:bad object header|addr overflow|wrong B-tree|"
+      r"incorrect metadata checksum|bad symbol table)|error loading model: .{0,60}(?:not within (?:the )?file bounds|"
+      r"unexpectedly reached end of file)|data is not within (?:the )?file bounds|"
       # Caffe reading a .caffemodel (binary weights; a .prototxt that does not parse is the net's config)
       r"ReadProtoFromBinaryFile.{0,120}(?:Failed to parse|failed)|Failed to parse NetParameter file: \S+\.caffemodel",
       fix.CKPT, gotcha="train.C2",
@@ -235,7 +239,8 @@ _rule("ckpt.zip", "checkpoint_corrupt", "error", "checkpoint is truncated or cor
                "deserializing header", "headertoo", "metadataincompletebuffer", "invalidheader",
                "incomplete metadata", "eoferror", "ran out of input", "badzipfile", "not a zip file", "corrupt",
                "truncated", "file signature not found", "wrong byte size", "invalid load key", "unable to load", "invalid magic",
-               "unable to open", "readprotofrombinaryfile", ".caffemodel"))
+               "unable to open", "readprotofrombinaryfile", ".caffemodel", "unable to synchronously open",
+               "error loading model", "not within the file bounds", "not within file bounds"))
 
 # --- host / cgroup memory (U9, SLURM4)
 _rule("host_oom.slurm", "host_oom_killed", "error", "Slurm's cgroup OOM handler killed the job",
