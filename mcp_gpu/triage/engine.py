@@ -45,6 +45,7 @@ from mcp_gpu.triage.recovery import (
     mark_survived,
     named_loss_recovered,
     retries_pile_up,
+    write_interrupted,
 )
 from mcp_gpu.triage.rules import (
     GENERIC_TRACEBACK,
@@ -391,6 +392,7 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
     coping(hits)
     eval_nan_explained(text, hits)
     retries_pile_up(hits)
+    write_interrupted(text, hits)
     hits += _fact_hits(len(text), exit_code, exit_signal, oom_kill_delta, scheduler_state, disk_free_bytes,
                        inodes_free)
     # "No space left on device" while the pasted `df` shows room everywhere: the inodes ran out (df -i tells)

@@ -60,7 +60,10 @@ QUOTA_ROWS = 20  # rows read under a quota header
 _BACKGROUND_FRAME = re.compile(r"multiprocessing[/\\]queues\.py\S*, line \d+, in _feed\b")
 
 
-_LOG_ERROR = re.compile(r"^\s*(?:\[?(?:ERROR|FATAL|CRITICAL|Error|Fatal)\]?[:\s]|[EF]\d{4} \d\d:\d\d:\d\d|"
+# (not a logger that files everything its program writes to stderr under ERROR, FastChat's
+# `... | ERROR | stderr | INFO:     Shutting down`: the record inside it has its own, lower level)
+_LOG_ERROR = re.compile(r"^(?!.*\b(?:ERROR|FATAL|CRITICAL)\s*\|\s*std(?:err|out)\s*\|\s*(?:INFO|DEBUG|TRACE|WARN(?:ING)?)\b)"
+                        r"\s*(?:\[?(?:ERROR|FATAL|CRITICAL|Error|Fatal)\]?[:\s]|[EF]\d{4} \d\d:\d\d:\d\d|"
                         r"[\w.-]+: (?:error|fatal): |.*?\[E(?:\]|:| [\w.]+\.(?:cpp|cc|h|py):\d+\])|"
                         r".*?(?:\s|\[|\|)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s|\|)|.*?\[(?:Error|Fatal|Critical)\])")
 
@@ -108,6 +111,12 @@ _GENERIC_TYPES = re.compile(r"^(?:[\w.]+\.)?(?:OSError|IOError|EnvironmentError|
 # runners): whatever the exception's type, the loader broke, not the model code (a dataset's own bug raised in a
 # worker is re-raised as "Caught X in DataLoader worker process", a rule of its own)
 _LOADER_INTERNAL = re.compile(r"torch[/\\]utils[/\\]data[/\\]_utils[/\\](?:pin_memory|worker)\.py|queue_runner_impl\.py")
+
+# a DataLoader creating its worker processes (`_MultiProcessingDataLoaderIter.__init__` -> `w.start()`), and the
+# exception pickling raises when an object cannot be sent to a spawned process
+_LOADER_START = re.compile(r"torch[/\\]utils[/\\]data[/\\]dataloader\.py")
+_PICKLE_FAIL = re.compile(r"[Cc]an(?:'t|not) pickle\b|PicklingError|[Cc]an't get attribute '[^']+' on <module")
+_SPAWN_PICKLE = next(r for r in RULES if r.id == "dataloader.pickle")
 
 # an exception name and message glued to the end of a frame's code line: `    main(args)RuntimeError: [!] NaN loss`
 # (right after a call's closing bracket: an exception named inside the code, `except X:`, is code)
@@ -226,6 +235,24 @@ class _Scan:
         hint = _frame_hint(list(reversed(frames)))
         if hint is not None:
             self.hits.append(_Hit(hint[0], start, hint[1], "warn", "cause"))
+
+    def _frames_above(self, index: int) -> list[str]:
+        """The traceback frames right above the line at `index` (a paste of frames and their exception, cut above
+        the header), nearest first."""
+        frames: list[str] = []
+        pos = index
+        for _ in range(FRAMES_AT_END):
+            if pos <= 0:
+                break
+            line_start = self.text.rfind("\n", 0, pos - 1) + 1
+            segs = clean_segments(self.text[line_start:pos - 1])
+            line = segs[-1] if segs else ""
+            if _FRAME_LINE.match(line):
+                frames.append(line.strip())
+            elif line.strip() and line[:1] not in (" ", "\t"):
+                break
+            pos = line_start
+        return frames
 
     def _ignored_before(self, header: int) -> bool:
         """Whether the line before a traceback header says Python printed the exception and went on."""
@@ -463,6 +490,11 @@ class _Scan:
                     and last_frame and _FINITE_CHECK.search(last_frame)):
                 # an assertion guarding finiteness (`assert not torch.isnan(loss)`): the values went NaN/inf
                 self.hits[-1] = _Hit(NAN_ASSERT, pos, f"{line.strip()} at: {last_frame}", "error", "cause", final=True)
+            elif (len(self.hits) == before + 1 and self.hits[-1].rule is GENERIC_TRACEBACK and _PICKLE_FAIL.search(line)
+                  and any(_LOADER_START.search(f) for f in frames)):
+                # the DataLoader starting its workers with the spawn method (Windows, macOS, set_start_method) pickles
+                # the dataset: what does not pickle stops the workers before the first batch
+                self.hits[-1] = _Hit(_SPAWN_PICKLE, pos, line.strip(), "error", "cause", final=True)
             elif (len(self.hits) == before + 1 and self.hits[-1].rule is GENERIC_TRACEBACK
                   and (_GENERIC_TYPES.match(line) or (frames and _LOADER_INTERNAL.search(frames[-1])))
                   and (hint := _frame_hint(frames)) is not None):
@@ -495,8 +527,11 @@ class _Scan:
                                       "error" if exc else "warn", "cause", final=final, exception=not final and exc))
                 self.hit_lines.add(index)
             elif final or (self.bare_exceptions and _EXC_LINE.match(line)):
-                self.hits.append(_Hit(GENERIC_TRACEBACK, index, line, "error", "cause", final=final,
-                                      exception=not final))
+                generic = GENERIC_TRACEBACK
+                if not final and _PICKLE_FAIL.search(line) and any(_LOADER_START.search(f)
+                                                                   for f in self._frames_above(index)):
+                    generic = _SPAWN_PICKLE  # the same, pasted as frames without their traceback header
+                self.hits.append(_Hit(generic, index, line, "error", "cause", final=final, exception=not final))
                 self.hit_lines.add(index)
             elif self.bare_exceptions and _LOG_ERROR.match(line):
                 self.hits.append(_Hit(LOG_ERROR, index, line, "error", "cascade"))

@@ -7,7 +7,8 @@ The engine (`engine._triage_text`) runs these passes over the scan's hits in ord
 - `grad_norm_recovered`: a NaN gradient norm followed by a finite one (the AMP scaler skipped a step); a warm-up
   whose every logged norm is NaN is not;
 - `anomaly_explained`, `coping`, `eval_nan_explained`, `retries_pile_up`: a line explained by the one after it, a
-  line that says how the program copes, a NaN in an eval loss beside a finite training loss, retries that pile up.
+  line that says how the program copes, a NaN in an eval loss beside a finite training loss, retries that pile up;
+- `write_interrupted`: a checkpoint write cut short by an exception raised mid-save, not by a full disk.
 """
 
 from __future__ import annotations
@@ -181,4 +182,19 @@ def after_done(text: str, hits: list[_Hit]) -> None:
         return
     for h in crashes:
         if h.index > done_at:
+            h.survived = True
+
+
+# Python's chaining of an exception raised while another was being handled (a `with` block's cleanup failing)
+_CHAINED = "During handling of the above exception, another exception occurred"
+
+
+def write_interrupted(text: str, hits: list[_Hit]) -> None:
+    """torch.save's writer reporting a short file ("unexpected pos") while it closes the archive after another
+    exception was raised mid-save (a MemoryError): the write was cut short by that exception, not by a full disk."""
+    for h in hits:
+        if h.rule.id != "disk.torch_save" or h.survived:
+            continue
+        earlier = [e.index for e in hits if e.final and e.cls not in ("disk_full", "traceback") and e.index < h.index]
+        if earlier and text.find(_CHAINED, max(earlier), h.index) >= 0:
             h.survived = True

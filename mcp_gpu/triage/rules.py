@@ -36,13 +36,14 @@ from mcp_gpu.triage.rules_crashes import CRASH_RULES
 from mcp_gpu.triage.rules_environment import ENVIRONMENT_RULES
 from mcp_gpu.triage.rules_resources import RESOURCE_RULES
 from mcp_gpu.triage.rules_software import SOFTWARE_RULES
+from mcp_gpu.triage.rules_workflows import WORKFLOW_RULES
 
 __all__ = ["EXTRA_CLASSES", "RULES", "Role", "Rule"]
 
 _re = compile_pattern
 
 
-RULES: tuple[Rule, ...] = (*RESOURCE_RULES, *SOFTWARE_RULES, *ENVIRONMENT_RULES, *CRASH_RULES)
+RULES: tuple[Rule, ...] = (*RESOURCE_RULES, *SOFTWARE_RULES, *WORKFLOW_RULES, *ENVIRONMENT_RULES, *CRASH_RULES)
 
 
 # The unclassified crash: an exception line no rule above explains.

@@ -3,7 +3,7 @@
 
 These lines are written by the packaging and build tools, not by the trainer, so their wording is stable across
 projects: NumPy's ABI checks, an extension whose compiler failed, pip's resolver, a library version below what its
-companion requires, a launch without the process group the code expects.
+companion requires, a launch without the process group the code expects, more GPUs asked for than the machine shows.
 """
 
 from __future__ import annotations
@@ -51,5 +51,13 @@ _rule("config.launch_missing", "import_or_config_error", "error", "the code need
       fix.ARGS,
       needles=("default process group has not been initialized", "chat_template is not set",
                "can only be used on cuda devices", "can only be used on gpu devices"))
+
+# the job asks for more GPUs than the machine (or the container, or CUDA_VISIBLE_DEVICES) shows: Lightning's
+# "You requested gpu: [0, 1]\n But your machine only has: [0]", and the same check in other trainers' words
+_rule("config.devices", "import_or_config_error", "error", "the job asks for more GPUs than the machine shows",
+      r"[Bb]ut your machine only has:|[Yy]ou requested (?:gpus?|GPUs?|devices?): \[|"
+      r"[Rr]equested \d+ (?:GPUs?|devices?),? but only \d+ (?:are|is|were|was) (?:available|visible|found)",
+      fix.ARGS,
+      needles=("but your machine only has:", "you requested gpu", "you requested device", "requested "))
 
 ENVIRONMENT_RULES: tuple[Rule, ...] = _TABLE.rules()

@@ -112,6 +112,8 @@ _rule("inodes.df", "inode_exhausted", "critical", "the filesystem is out of inod
       r"files? quota exceeded|exceeded (?:the |its )?(?:file|inode) (?:quota|limit)|[Tt]oo many files|\binode quota\b|"
       r"(?<!open )files? limit (?:reached|exceeded)|(?:reached|exceeded) your (?:file|inode)s? (?:limit|quota)|"
       r"[Ii]node allocation failed|\b[Ii]nodes?:? (?:9\d|100) ?% (?:used|full)|"
+      # a site's quota tool (Jean Zay's idrquota): "WORK: 493163 / 500000 inodes (98.63%)"
+      r"\binodes? \((?:9\d|100)(?:[.,]\d+)? ?%\)|"
       # too many entries in one directory: ext4's htree index full, the per-directory link limit (EMLINK)
       r"Directory index full|cannot create directory .{0,200}: Too many links|"
       # a site's quota mail or login banner: "the number of files ... exceeds your quota of 100000 files"
@@ -195,7 +197,10 @@ _rule("cuda_oom.ascend", "cuda_oom", "error", "accelerator memory ran out (Ascen
 # XLA's out-of-memory report lists the peak buffers (`Peak buffers:` / `Buffer 3: Size: 96.00MiB ... XLA Label:`);
 # a paste may hold only that listing
 _rule("cuda_oom.xla_peak", "cuda_oom", "error", "accelerator memory ran out (XLA's peak-buffer report)",
-      r"\bPeak buffers:|^\s*XLA Label: \S", fix.CUDA_OOM, gotcha="U10", needles=("peak buffers:", "xla label: "))
+      r"\bPeak buffers:|^\s*XLA Label: \S|"
+      # TensorFlow's report_tensor_allocations_upon_oom dump, printed only after an allocation failed
+      r"^\s*Current usage from device: \S+, allocator: GPU_\d+_bfc",
+      fix.CUDA_OOM, gotcha="U10", needles=("peak buffers:", "xla label: ", "current usage from device"))
 _rule("cuda_oom.tpu", "cuda_oom", "error", "accelerator memory ran out (TPU)",
       r"Attempting to (?:reserve|allocate) [\d.]+\s*[KMGT]i?B? at the bottom of memory", fix.CUDA_OOM, gotcha="U10",
       needles=("at the bottom of memory",))
@@ -281,10 +286,11 @@ _rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: 
       r"已杀死|: line \d+:\s+\d+ Killed\b|^zsh: killed\b|exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\) received by PID|"
       r"return code = -9\b|died with <Signals\.SIGKILL: 9>|killed by signal: Killed|[Kk]illed by signal 9\b|"
       r"signal 9 \(SIGKILL\)|\(SIGKILL\)|exit (?:code|status):? -9\b|\bsignal: killed\b|tasks? [\d,-]+: Killed|"
-      r"terminated with signal SIGKILL|Signals\.SIGKILL|SIGKILL: 9",
+      # (GNU time's verbose report: "Command terminated by signal 9")
+      r"terminated with signal SIGKILL|Signals\.SIGKILL|SIGKILL: 9|Command terminated by signal 9\b",
       fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("killed", "已杀死", "exitcode", "sigkill", "return code = -9", "signal 9", "code -9", "code: -9",
-               "status -9", "status: -9"))
+               "status -9", "status: -9", "terminated by signal 9"))
 _rule("host_oom.alloc", "host_oom_killed", "error", "host RAM exhausted (allocation failed)",
       # (not RAPIDS' device memory manager failing: `std::bad_alloc: RMM failure at ...` is GPU memory)
       r"^(?!.*(?:\b(?:CUDA|cuda|GPU) [Ee]rror\b|</torch_|\bRMM\b|rmm::))(?:(?:\w+\.)*MemoryError\b|.*?(?:Cannot allocate memory|"
@@ -403,7 +409,9 @@ _rule("gpu.kernel_driver", "cuda_device_error", "critical", "the GPU's kernel dr
                "protection_fault_status", "amdgpu"))
 _rule("gpu.xid", "cuda_device_error", "warn", "the GPU driver logged an Xid", r"NVRM: Xid\b", fix.XID_SOFT, gotcha="U22")
 _rule("gpu.device_assert", "cuda_device_error", "error", "a CUDA device-side assertion fired (index/label out of range)",
-      r"device-side assert(?:ion)? triggered|Assertion `[^`]*(?:n_classes|srcIndex|index out of bounds|idx_dim)[^`]*` failed|"
+      # (ROCm's HIP kernels: "Indexing.hip:1292: ...: Device-side assertion `srcIndex < srcSelectDimSize' failed.")
+      r"[Dd]evice-side assert(?:ion)? (?:triggered|`)|"
+      r"Assertion `[^`]*(?:n_classes|srcIndex|index out of bounds|idx_dim)[^`]*` failed|"
       r"CUDA_ERROR_ASSERT|cudaErrorAssert|\.cu:\d+: .*Assertion `[^`]*` failed|block: \[\d+,\d+,\d+\], thread: \[",
       fix.DEVICE_ASSERT, gotcha="train.O14", needles=("device-side assert", "assertion `", "cuda_error_assert",
                                                        "cudaerrorassert", "block: ["))
@@ -440,7 +448,7 @@ _rule("gpu.cuda_fault", "cuda_device_error", "error", "a CUDA kernel or the GPU 
       r"CUBLAS_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|NOT_INITIALIZED|MAPPING_ERROR)|"
       r"CUDNN_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|MAPPING_ERROR|NOT_INITIALIZED)|cudaError(?!MemoryAllocation)\w+|"
       r"CUDA_ERROR_(?!OUT_OF_MEMORY|NO_BINARY|UNSUPPORTED_PTX|NO_DEVICE|ASSERT)\w+|hipError(?!OutOfMemory)\w+|"
-      r"ncclUnhandledCudaError|unhandled cuda error|CUDA error: (?!out of memory)|"
+      r"ncclUnhandledCudaError|unhandled cuda error|CUDA [Ee]rror: (?!out of memory)|"
       r"\bcuda(?:Launch|Memcpy\w*|DeviceSynchronize|StreamSynchronize)\b.*(?:fail|error)|"
       r"CUDA driver error|[Cc][Uu][Dd][Aa] failure \d+|[Cc]uda[Ee]rror|GPU (?:hang|fault|reset)|"
       r"failed to (?:query|synchronize|initialize|launch).{0,40}(?:CUDA|GPU|device)|CUresult|"
@@ -494,10 +502,12 @@ _rule("nccl.watchdog", "nccl_timeout", "error", "a collective timed out (watchdo
                "checktimeout", "workcleanuploop", "heartbeat", "nccl operation", "nccl work", "nccl collective",
                "timeout", "timed out", "distnetworkerror", " hang", "stuck"))
 _rule("nccl.hccl", "nccl_timeout", "error", "an HCCL collective failed or timed out (Ascend)",
-      r"Hccl\w+, error code is|\bEI000[26]\b|Remote Rank did not send the data in time|HCCL.{0,60}(?:timeout|timed out|"
-      r"times out)|HcclCommInit\w* fail|[Nn]otify register (?:times|timed) out|[Nn]otify wait.{0,20}time(?:s|d)? ?out",
+      r"Hccl\w+, error code is|\bEI000[26]\b|Remote Rank did not send the data in time|"
+      r"(?:HCCL|[Hh]ccl).{0,60}(?:timeout|timed out|times out)|HcclCommInit\w* fail|"
+      r"[Nn]otify register (?:times|timed) out|[Nn]otify wait.{0,20}time(?:s|d)? ?out|"
+      r"\bstuck notify (?:num|wait)\b",
       fix.WATCHDOG, gotcha="train.D20", needles=("hccl", "ei0006", "ei0002", "remote rank did not send",
-                                                 "notify register", "notify wait"))
+                                                 "notify register", "notify wait", "stuck notify"))
 _rule("nccl.store", "nccl_timeout", "error", "ranks timed out meeting at the rendezvous store",
       r"DistStoreError: Timed out|[Tt]imed out after \d+ seconds waiting for clients|RendezvousTimeoutError|"
       r"waiting for clients\. \d+/\d+ clients joined|monitoredBarrier|errors while waiting for send/recv",
