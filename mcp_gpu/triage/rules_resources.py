@@ -171,15 +171,17 @@ _rule("host_oom.tf_cpu", "host_oom_killed", "error", "host RAM ran out (TensorFl
       fix.HOST_OOM, gotcha="U9", needles=("oom when allocating", "allocator (cpu) ran out"))
 # Host memory limits as JVMs, YARN, PBS and SGE word them (Spark/Ray data prep, cluster jobs), before the VRAM rule
 # claims "OutOfMemoryError"
-_rule("host_oom.jvm_schedulers", "host_oom_killed", "error", "a host memory limit killed the job (JVM, YARN, PBS, SGE)",
+_rule("host_oom.jvm_schedulers", "host_oom_killed", "error", "a host memory limit killed the job (JVM, YARN, PBS, SGE, ECS)",
       r"java\.lang\.OutOfMemoryError|Java heap space|GC overhead limit exceeded|killed by YARN for exceeding memory|"
       r"exceeding (?:physical |virtual )?memory limits|beyond (?:physical|virtual) memory limits|"
       r"PBS: job killed: v?mem\b|exceeded hard memory limit|"
-      r"h_vmem=\S+ exceeded",
+      r"h_vmem=\S+ exceeded|"
+      # Amazon ECS / AWS Batch stopping a container over its memory reservation
+      r"OutOfMemoryError: Container killed due to memory usage",
       fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("java.lang.outofmemoryerror", "java heap space", "gc overhead limit exceeded", "killed by yarn",
                "memory limits", "pbs: job killed: mem", "pbs: job killed: vmem", "exceeded hard memory limit",
-               "h_vmem="))
+               "h_vmem=", "container killed due to memory usage"))
 _rule("cuda_oom.other_stacks", "cuda_oom", "error", "accelerator memory ran out (Caffe, MindSpore, Ascend, Paddle, TensorRT)",
       r"cudaSuccess \(2 vs\. 0\)\s+out of memory|[Mm]alloc device memory failed|[Dd]evice memory (?:is )?(?:not enough|"
       r"insufficient)|Out of memory error on GPU \d|Cannot allocate [\d.]+\s*[KMGT]?i?B memory on GPU|"

@@ -37,4 +37,20 @@ _rule("sched.worker_gone", "preempted", "error", "the machine running the job we
       needles=("papi error code", "the job was stopped before the command finished", "ulog_job_evicted",
                "job was evicted", "ec2_instance_terminate"))
 
+# cloud batch services' own reasons: AWS Batch's "Host EC2 (instance i-...) terminated." (the spot instance under
+# the job reclaimed) and its job timeout; Google Cloud Batch's documented task exit codes (50001 the Spot VM
+# preempted, 50002/50004 the VM stopped reporting or responding, 50003 rebooted, 50006 recreated; 50005 the task ran
+# past its maximum run duration); SkyPilot giving up on recovering a managed spot job
+_rule("sched.batch_host_gone", "preempted", "error", "the cloud batch service lost the machine under the job",
+      r"Host EC2 \(instance [\w-]+\) (?:terminated|stopped)|due to Spot VM preemption|"
+      r"\bexit code 5000[12346]\b|\b(?:Spot|Managed)JobReachedMaxRetriesError\b",
+      fix.PREEMPT, gotcha="SLURM2", fatal=True,
+      needles=("host ec2 (instance", "due to spot vm preemption", "exit code 5000", "jobreachedmaxretrieserror"))
+_rule("sched.batch_timeout", "time_limit", "error", "the cloud batch service's time limit ended the job",
+      r"Job attempt duration exceeded timeout|\bexit code 50005\b",
+      fix.TIME_LIMIT, gotcha="SLURM2", fatal=True, needles=("job attempt duration exceeded timeout", "exit code 50005"))
+# Cromwell's words for a job aborted by someone through the backend's console or API
+_rule("sched.aborted_outside", "cancelled", "warn", "the job was aborted from outside the workflow manager",
+      r"aborted from outside Cromwell", fix.CANCELLED, gotcha="SLURM2", needles=("aborted from outside cromwell",))
+
 WORKFLOW_RULES: tuple[Rule, ...] = _TABLE.rules()
