@@ -289,10 +289,16 @@ _rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: 
       r"return code = -9\b|died with <Signals\.SIGKILL: 9>|killed by signal: Killed|[Kk]illed by signal 9\b|"
       r"signal 9 \(SIGKILL\)|\(SIGKILL\)|exit (?:code|status):? -9\b|\bsignal: killed\b|tasks? [\d,-]+: Killed|"
       # (GNU time's verbose report: "Command terminated by signal 9")
-      r"terminated with signal SIGKILL|Signals\.SIGKILL|SIGKILL: 9|Command terminated by signal 9\b",
+      r"terminated with signal SIGKILL|Signals\.SIGKILL|SIGKILL: 9|Command terminated by signal 9\b|"
+      # the shell's job report in the box's language (glibc's strsignal for SIGKILL: de, fr, es, ja, zh_TW, ru, pt,
+      # it, ko), alone on its line or as bash's "script: line 3: 1234 <Killed> command" (needles are matched on
+      # lines whose ASCII letters only are lower-cased: "бито" for "Убито")
+      r"(?:^|: (?:line|Zeile|ligne|línea|riga|строка|行) \d+ ?:\s+\d+ )\s*(?:\[\d+\][+-]?\s+)?(?:\d+\s+)?"
+      r"(?:Getötet|Processus arrêté|Terminado \(killed\)|強制終了|已砍掉|Убито|Morto|Ucciso|죽었음)(?=\s|$)",
       fix.HOST_OOM, gotcha="U9", fatal=True,
       needles=("killed", "已杀死", "exitcode", "sigkill", "return code = -9", "signal 9", "code -9", "code: -9",
-               "status -9", "status: -9", "terminated by signal 9"))
+               "status -9", "status: -9", "terminated by signal 9", "getötet", "processus arrêté",
+               "terminado (killed)", "強制終了", "已砍掉", "бито", "morto", "ucciso", "죽었음"))
 _rule("host_oom.alloc", "host_oom_killed", "error", "host RAM exhausted (allocation failed)",
       # (not RAPIDS' device memory manager failing: `std::bad_alloc: RMM failure at ...` is GPU memory)
       r"^(?!.*(?:\b(?:CUDA|cuda|GPU) [Ee]rror\b|</torch_|\bRMM\b|rmm::))(?:(?:\w+\.)*MemoryError\b|.*?(?:Cannot allocate memory|"
