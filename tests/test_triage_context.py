@@ -138,3 +138,66 @@ def test_gnu_time_reporting_signal_9_is_a_kill_and_signal_6_a_crash() -> None:
               "\tExit status: 0\n")
     assert primary(report.format(n=9)) == "host_oom_killed"
     assert primary(report.format(n=11)) == "traceback"
+
+
+def test_a_traceback_printed_as_an_indented_block_is_read_to_its_exception() -> None:
+    # uv reporting a failed build: the backend's traceback sits indented under `[stderr]`, and a hint follows
+    log = ("  × Failed to build `flash-attn==2.8.2`\n"
+           "  ╰─▶ Call to `setuptools.build_meta:__legacy__.build_wheel` failed (exit status: 1)\n\n"
+           "      [stderr]\n"
+           "      Traceback (most recent call last):\n"
+           '        File "<string>", line 8, in <module>\n'
+           "      ModuleNotFoundError: No module named 'setuptools'\n\n"
+           "      hint: This usually indicates a problem with the package or the build environment.\n")
+    assert primary(log) == "import_or_config_error"
+
+
+def test_a_paste_cut_on_a_module_frame_inside_an_import_chain_is_a_module_that_does_not_load() -> None:
+    chain = ("Traceback (most recent call last):\n"
+             '  File "examples/train_dpo.py", line 22, in <module>\n'
+             "    from aligner.algorithms.dpo import DPOTrainer\n"
+             '  File "/opt/lib/aligner/algorithms/dpo.py", line 22, in <module>\n'
+             "    from nemo.collections.nlp.data import samplers\n"
+             '  File "/opt/NeMo/nemo/collections/nlp/data/retro_dataset.py", line 55, in <module>\n')
+    assert primary(chain) == "import_or_config_error"
+    # cut on a frame of a function being run, not an import, it is only a traceback cut short
+    running = chain.replace("line 55, in <module>", "line 55, in build_datasets").replace(
+        "    from nemo.collections.nlp.data import samplers\n", "    ds = build_datasets(cfg)\n")
+    assert primary(running) == "traceback"
+
+
+def test_a_nan_printed_once_right_before_a_gpu_kernel_fault_is_the_faults_output() -> None:
+    log = ("Batch id: 0 / 7122\n"
+           "loss = -nan\n\n"
+           "Check failed: error == cudaSuccess CUDA error an illegal memory access was encountered at "
+           "include/core/solver.h:1539\n"
+           "*** Check failure stack trace: ***\n")
+    assert primary(log) == "cuda_device_error"
+    # NaN that kept coming before the fault is divergence, which then broke a kernel
+    diverging = "".join(f"step {i} loss = nan\n" for i in range(5)) + log
+    assert primary(diverging) == "nan_inf"
+
+
+def test_nan_statistics_of_a_tabular_logger_before_the_first_update_recover_when_finite_ones_follow() -> None:
+    nan_rows = "".join(f"{name:<26}nan\n" for name in ("lossAverage", "lossStd", "gradNormAverage"))
+    finite_rows = "lossAverage                  0.011436\nlossStd                      0.0126516\n"
+    assert primary(nan_rows + "Itr #10 saving snapshot...\n" + finite_rows) == "healthy"
+    assert primary(nan_rows) == "nan_inf"
+
+
+def test_a_lost_heartbeat_in_the_coordination_service_is_a_peer_gone_not_a_preemption() -> None:
+    # its message lists "got preempted" among what it may mean
+    log = ("I1115 16:00:39.451247 140641718562816 trainer.py:501] Training: step 198\n"
+           "2022-11-15 16:03:15.140058: E external/org_tensorflow/tensorflow/core/distributed_runtime/coordination/"
+           "coordination_service.cc:954] /job:jax_worker/replica:0/task:37 has been set to ERROR in coordination "
+           "service: UNAVAILABLE: Task /job:jax_worker/replica:0/task:37 heartbeat timeout. This indicates that the "
+           "remote task has failed, got preempted, or crashed unexpectedly.\n")
+    assert primary(log) == "nccl_timeout"
+
+
+def test_a_model_the_hub_does_not_have_is_a_config_error_not_a_network_fault() -> None:
+    log = ("2022-01-25 19:29:56,293 - __main__ - INFO -  loaded train_dataset length is: 16000\n"
+           "404 Client Error: Not Found for url: https://huggingface.co/None/resolve/main/config.json\n"
+           "Traceback (most recent call last):\n"
+           '  File "/opt/conda/lib/python3.8/site-packages/transformers/configuration_utils.py", line 550, in get\n')
+    assert primary(log) == "import_or_config_error"

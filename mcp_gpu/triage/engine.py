@@ -44,6 +44,7 @@ from mcp_gpu.triage.recovery import (
     grad_norm_recovered,
     mark_survived,
     named_loss_recovered,
+    nan_from_fault,
     retries_pile_up,
     write_interrupted,
 )
@@ -393,6 +394,7 @@ def _triage_text(text: str, *, exit_code: int | None = None, exit_signal: str | 
     eval_nan_explained(text, hits)
     retries_pile_up(hits)
     write_interrupted(text, hits)
+    nan_from_fault(hits)
     hits += _fact_hits(len(text), exit_code, exit_signal, oom_kill_delta, scheduler_state, disk_free_bytes,
                        inodes_free)
     # "No space left on device" while the pasted `df` shows room everywhere: the inodes ran out (df -i tells)

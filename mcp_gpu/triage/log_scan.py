@@ -429,6 +429,11 @@ class _Scan:
         # a thread's traceback (a queue feeder, `Exception in thread X:`): not the process dying; progress decides
         background = self._thread_before(header)
         prev_len, wrapped = 0, 0  # length of the last frame/code line; wrapped tails skipped so far
+        # a traceback printed as an indented block (uv's and pip's `[stderr]` of a failed build, a tool quoting a
+        # child's error): its lines are read with the header's indent taken off, so its exception line is found
+        head = hsegs[-1] if hsegs else ""
+        indent = head[:len(head) - len(head.lstrip(" \t"))]
+        last_code = ""  # the last code line a frame quoted
         for _ in range(TRACEBACK_WALK):
             if pos >= len(text):
                 self._skip_to = pos
@@ -445,18 +450,26 @@ class _Scan:
                         h.survived, h.uncaught = ignored, not (ignored or background)
                     named = not _GENERIC_TYPES.match(ipy.group(1)) or any(
                         h.rule is not GENERIC_TRACEBACK for h in self.hits[before:])
-                hint = None if named else _frame_hint(frames, "" if last_frame.startswith("File ") else last_frame)
+                # (cut on a module's own frame, `File "x.py", line 55, in <module>`, right under an import: the
+                # paste stopped inside the import chain as surely as on the import statement itself)
+                code = last_code if last_frame.startswith("File ") and last_frame.endswith("in <module>") else \
+                    ("" if last_frame.startswith("File ") else last_frame)
+                hint = None if named else _frame_hint(frames, code)
                 if hint is not None:
                     self.hits.append(_Hit(hint[0], header, hint[1], "warn", "cause", survived=ignored))
                 return
             raw, end = self._physical(pos)
             segs = clean_segments(raw)
             line = segs[-1] if segs else ""
+            if indent and line.startswith(indent):
+                line = line[len(indent):]
             if line[:1] in (" ", "\t") and line.strip():
                 prev_len = len(line)  # a frame or its code line (as printed): the next line may be its wrapped tail
             if not line.strip() or line[0] in " \t" or line.lstrip().startswith(("^", "~")):
                 if line.strip() and not line.lstrip().startswith(("^", "~")):
                     last_frame = line.strip()
+                    if not last_frame.startswith("File "):
+                        last_code = last_frame
                     if last_frame.startswith("File "):
                         frames.append(last_frame)
                     elif (glued := _GLUED_EXC.search(line)) is not None:

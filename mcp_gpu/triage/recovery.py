@@ -8,7 +8,8 @@ The engine (`engine._triage_text`) runs these passes over the scan's hits in ord
   whose every logged norm is NaN is not;
 - `anomaly_explained`, `coping`, `eval_nan_explained`, `retries_pile_up`: a line explained by the one after it, a
   line that says how the program copes, a NaN in an eval loss beside a finite training loss, retries that pile up;
-- `write_interrupted`: a checkpoint write cut short by an exception raised mid-save, not by a full disk.
+- `write_interrupted`: a checkpoint write cut short by an exception raised mid-save, not by a full disk;
+- `nan_from_fault`: a NaN printed once right before a GPU kernel fault is the fault's garbage.
 """
 
 from __future__ import annotations
@@ -197,4 +198,21 @@ def write_interrupted(text: str, hits: list[_Hit]) -> None:
             continue
         earlier = [e.index for e in hits if e.final and e.cls not in ("disk_full", "traceback") and e.index < h.index]
         if earlier and text.find(_CHAINED, max(earlier), h.index) >= 0:
+            h.survived = True
+
+
+# how close before a GPU fault a NaN/inf may be printed to count as that fault's garbage (a few lines of a log)
+NAN_BEFORE_FAULT_CHARS = 2_000
+
+
+def nan_from_fault(hits: list[_Hit]) -> None:
+    """A NaN/inf loss printed once or twice right before a GPU kernel fault (an illegal memory access, a
+    device-side assert) is the broken kernel's output: the fault is the root cause. NaN that kept coming is not."""
+    nans = [h for h in hits if h.cls == "nan_inf" and h.role == "cause" and not h.survived]
+    if not nans or len(nans) > 2:
+        return
+    faults = [h.index for h in hits if h.cls == "cuda_device_error" and (h.final or h.fatal or h.severity != "info")
+              and not h.survived]
+    for h in nans:
+        if any(0 < f - h.index <= NAN_BEFORE_FAULT_CHARS for f in faults):
             h.survived = True

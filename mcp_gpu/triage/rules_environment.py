@@ -3,7 +3,8 @@
 
 These lines are written by the packaging and build tools, not by the trainer, so their wording is stable across
 projects: NumPy's ABI checks, an extension whose compiler failed, pip's resolver, a library version below what its
-companion requires, a launch without the process group the code expects, more GPUs asked for than the machine shows.
+companion requires, a launch without the process group the code expects, more GPUs asked for than the machine shows,
+a model the Hub does not have.
 """
 
 from __future__ import annotations
@@ -59,5 +60,17 @@ _rule("config.devices", "import_or_config_error", "error", "the job asks for mor
       r"[Rr]equested \d+ (?:GPUs?|devices?),? but only \d+ (?:are|is|were|was) (?:available|visible|found)",
       fix.ARGS,
       needles=("but your machine only has:", "you requested gpu", "you requested device", "requested "))
+
+# a model, file or revision the Hub does not have (a typo'd or empty model id, "None" from an unset variable): the
+# job names something that is not there, which no retry fixes (a 401/403 for a gated model is `config.hf_auth`)
+_rule("config.hub_missing", "import_or_config_error", "error", "the model, file or revision named is not on the Hub",
+      r"\b(?:RepositoryNotFoundError|EntryNotFoundError|RevisionNotFoundError)\b|"
+      r"404 Client Error:? Not Found for url: https?://(?:huggingface\.co|hf-mirror\.com|[\w.-]*hf\.co)/",
+      fix.ARGS,
+      needles=("repositorynotfounderror", "entrynotfounderror", "revisionnotfounderror", "404 client error"))
+
+# JAX's Cloud TPU setup failing (a JAX too old for the TPU type, `KeyError('v4-8')`): JAX then runs on the CPU
+_rule("config.tpu_init", "import_or_config_error", "warn", "JAX could not set up the Cloud TPU (it falls back to CPU)",
+      r"cloud_tpu_init failed", fix.IMPORT, needles=("cloud_tpu_init failed",))
 
 ENVIRONMENT_RULES: tuple[Rule, ...] = _TABLE.rules()

@@ -516,6 +516,13 @@ _rule("nccl.hccl", "nccl_timeout", "error", "an HCCL collective failed or timed 
       r"\bstuck notify (?:num|wait)\b",
       fix.WATCHDOG, gotcha="train.D20", needles=("hccl", "ei0006", "ei0002", "remote rank did not send",
                                                  "notify register", "notify wait", "stuck notify"))
+# JAX/TensorFlow's coordination service losing a task's heartbeat: another host died or hung (its message lists
+# "failed, got preempted, or crashed" as what it may mean: a guess, not a preemption notice)
+_rule("nccl.coordination", "nccl_timeout", "error", "a host stopped answering the coordination service (heartbeat)",
+      r"has been set to ERROR in coordination service|coordination service.{0,80}heartbeat timeout|"
+      r"CoordinationServiceError|[Hh]eartbeat timeout.{0,80}remote task has failed",
+      fix.WATCHDOG, gotcha="train.D20",
+      needles=("in coordination service", "coordination service", "coordinationserviceerror", "remote task has failed"))
 _rule("nccl.store", "nccl_timeout", "error", "ranks timed out meeting at the rendezvous store",
       r"DistStoreError: Timed out|[Tt]imed out after \d+ seconds waiting for clients|RendezvousTimeoutError|"
       r"waiting for clients\. \d+/\d+ clients joined|monitoredBarrier|errors while waiting for send/recv",

@@ -284,6 +284,7 @@ _rule("ssh.hostkey", "ssh_disconnect", "error", "the SSH host key is unknown or 
       needles=("host key verification failed", "remote host identification"))
 _rule("ssh.drop", "ssh_disconnect", "warn", "the SSH session dropped",
       r"client_loop: send disconnect|packet_write_wait|Connection to \S+ closed by remote host|ssh: connect to host|"
+      r"ssh: Could not resolve hostname|Timed out while waiting for handshake|"
       r"kex_exchange_identification|ssh_exchange_identification|Read from remote host|Timeout, server \S+ not responding|"
       r"Connection closed by (?:remote host|\d)|ssh.*(?:[Cc]onnection (?:reset|refused|timed out|closed))|\.ssh_exception\.|"
       r"[Rr]emote side unexpectedly closed|[Ss]ession (?:closed|terminated|ended|disconnected)|[Dd]isconnected from|"
@@ -294,8 +295,8 @@ _rule("ssh.drop", "ssh_disconnect", "warn", "the SSH session dropped",
       needles=("client_loop", "packet_write_wait", "closed by remote host", "ssh", "kex_exchange_identification",
                "read from remote host", "timeout, server", "broken pipe", "connection closed by", "remote side",
                "session", "disconnected from", "corrupted mac", "lost connection", "connection",
-               "during banner exchange", "read error from remote host", "sshd[", "ssh heartbeat",
-               "to ssh server", "to the ssh server", "mux_client_"))
+               "during banner exchange", "read error from remote host", "sshd[", "ssh heartbeat", "to ssh server",
+               "to the ssh server", "mux_client_", "waiting for handshake"))
 _rule("net.wandb_init", "network_stall", "warn", "W&B could not start its run (network)",
       r"Run initialization has timed out|wandb: ERROR .*(?:timed out|[Tt]imeout)", fix.WANDB, gotcha="AD1",
       needles=("run initialization has timed out", "wandb: error"))

@@ -214,7 +214,9 @@ _RECOVERED = re.compile(RECOVERY_PATTERN)
 # a finite loss value: what a NaN/inf loss needs after it to count as survived
 # (a validation or test loss does not count: the training loss is what went bad)
 _FINITE_LOSS = re.compile(r"(?<![\w/])(?<!validation )(?<!valid )(?<!val )(?<!eval )(?<!test )(?:train[_/ ]?)?"
-                          r"loss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d", re.IGNORECASE)
+                          # (a tabular logger's statistics of it count: rllab/rlpyt's `lossAverage   0.0114`)
+                          r"loss(?:es|_?(?:avg|average|mean|median))?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d",
+                          re.IGNORECASE)
 _NOT_PROGRESS = re.compile(r"^\s*File \"|wandb|\b(?:nan|inf|fail(?:ed|ure|s)?|errors?|exception|abort(?:ed|ing)?|"
                            r"killed|terminat\w*|timed out|timeout|refused|denied|exit(?:ed|code)?|not finite)\b",
                            re.IGNORECASE)
