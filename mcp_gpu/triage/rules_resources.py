@@ -348,7 +348,9 @@ _rule("nan.scaler", "nan_inf", "error", "the fp16 loss scale hit its minimum",
       r"loss scale already at minimum|[Mm]inimum loss scale reached|loss[_ ]scale (?:has )?(?:reached|hit) (?:the )?min",
       fix.FP16_SCALE, gotcha="train.P10", ignore_case=True, needles=("loss scale", "loss_scale"), fatal=True)
 _rule("nan.grad_norm", "nan_inf", "warn", "the gradient norm is NaN/inf",
-      r"\bg(?:rad)?_?norm\b['\"]?\s*[:=]\s*(?:tensor\()?['\"]?[-+]?(?:nan|inf)\b|\bgrad(?:ient)? norm is (?:nan|inf)\b",
+      r"\bg(?:rad)?_?norm\b['\"]?\s*[:=]\s*(?:tensor\()?['\"]?[-+]?(?:nan|inf)\b|\bgrad(?:ient)? norm is (?:nan|inf)\b|"
+      # an epoch summary's gradient field: "Train Summary | Epoch 3 | Loss=0.1673 | Grad=inf"
+      r"\|\s*grad(?:ient)?s?\s*[:=]\s*[-+]?(?:nan|inf)\b",
       fix.NAN, gotcha="train.P8",
       ignore_case=True, needles=("nan", *_INF))
 
@@ -520,9 +522,13 @@ _rule("nccl.hccl", "nccl_timeout", "error", "an HCCL collective failed or timed 
 # "failed, got preempted, or crashed" as what it may mean: a guess, not a preemption notice)
 _rule("nccl.coordination", "nccl_timeout", "error", "a host stopped answering the coordination service (heartbeat)",
       r"has been set to ERROR in coordination service|coordination service.{0,80}heartbeat timeout|"
-      r"CoordinationServiceError|[Hh]eartbeat timeout.{0,80}remote task has failed",
+      r"CoordinationServiceError|[Hh]eartbeat timeout.{0,80}remote task has failed|"
+      # its agent timing out registering or at a barrier (hosts that never all arrived), even cut mid-word
+      r"Coordination service agent in error status|CoordinationService/(?:RegisterTask|Heartbeat|WaitForAllTasks|"
+      r"Barrier)\b|DEADLINE_EXCEEDED: Barrier",
       fix.WATCHDOG, gotcha="train.D20",
-      needles=("in coordination service", "coordination service", "coordinationserviceerror", "remote task has failed"))
+      needles=("in coordination service", "coordination service", "coordinationserviceerror", "remote task has failed",
+               "coordinationservice/", "deadline_exceeded: barrier"))
 _rule("nccl.store", "nccl_timeout", "error", "ranks timed out meeting at the rendezvous store",
       r"DistStoreError: Timed out|[Tt]imed out after \d+ seconds waiting for clients|RendezvousTimeoutError|"
       r"waiting for clients\. \d+/\d+ clients joined|monitoredBarrier|errors while waiting for send/recv",
