@@ -14,6 +14,7 @@ The engine (`engine._triage_text`) runs these passes over the scan's hits in ord
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from mcp_gpu.triage.log_scan import COPES, _Hit
@@ -186,18 +187,24 @@ def after_done(text: str, hits: list[_Hit]) -> None:
             h.survived = True
 
 
-# Python's chaining of an exception raised while another was being handled (a `with` block's cleanup failing)
+# Python's chaining of an exception raised while another was being handled (a `with` block's cleanup failing); the
+# two tracebacks sit within a few thousand characters, and a log holding thousands of failed writes is read for its
+# first ones (a hostile or looping log must not make this quadratic)
 _CHAINED = "During handling of the above exception, another exception occurred"
+CHAIN_CHARS = 20_000
+CHAINED_WRITES = 100
 
 
 def write_interrupted(text: str, hits: list[_Hit]) -> None:
     """torch.save's writer reporting a short file ("unexpected pos") while it closes the archive after another
     exception was raised mid-save (a MemoryError): the write was cut short by that exception, not by a full disk."""
-    for h in hits:
-        if h.rule.id != "disk.torch_save" or h.survived:
-            continue
-        earlier = [e.index for e in hits if e.final and e.cls not in ("disk_full", "traceback") and e.index < h.index]
-        if earlier and text.find(_CHAINED, max(earlier), h.index) >= 0:
+    writes = [h for h in hits if h.rule.id == "disk.torch_save" and not h.survived]
+    if not writes:
+        return  # the common case: nothing to look at
+    finals = sorted(e.index for e in hits if e.final and e.cls not in ("disk_full", "traceback"))
+    for h in writes[:CHAINED_WRITES]:
+        i = bisect.bisect_left(finals, h.index)
+        if i and h.index - finals[i - 1] <= CHAIN_CHARS and text.find(_CHAINED, finals[i - 1], h.index) >= 0:
             h.survived = True
 
 

@@ -59,7 +59,9 @@ _rule("config.devices", "import_or_config_error", "error", "the job asks for mor
       r"[Bb]ut your machine only has:|[Yy]ou requested (?:gpus?|GPUs?|devices?): \[|"
       r"[Rr]equested \d+ (?:GPUs?|devices?),? but only \d+ (?:are|is|were|was) (?:available|visible|found)",
       fix.ARGS,
-      needles=("but your machine only has:", "you requested gpu", "you requested device", "requested "))
+      needles=("but your machine only has:", "you requested gpu", "you requested device", "gpus, but only",
+               "gpu, but only", "gpus but only", "gpu but only", "devices, but only", "device, but only",
+               "devices but only", "device but only"))
 
 # a model, file or revision the Hub does not have (a typo'd or empty model id, "None" from an unset variable): the
 # job names something that is not there, which no retry fixes (a 401/403 for a gated model is `config.hf_auth`)
