@@ -9,13 +9,12 @@ import re
 from dataclasses import dataclass
 
 from mcp_gpu.models import SEVERITY_RANK, Severity
-from mcp_gpu.triage.lexicon import TOPIC_CONFIDENCE, topic
+from mcp_gpu.triage.guesses import frame_hint, topic_rule
+from mcp_gpu.triage.lexicon import topic
 from mcp_gpu.triage.rules import (
     DF_DISK,
     DF_FULL_PERCENT,
     DF_INODES,
-    FRAME_HINT_CONFIDENCE,
-    FRAME_HINTS,
     GENERIC_TRACEBACK,
     LOG_ERROR,
     NAN_ASSERT,
@@ -232,7 +231,7 @@ class _Scan:
             return
         self.hits.append(_Hit(TRUNCATED_TRACEBACK, start, f"(the log ends inside a traceback) {frames[0]}", "error",
                               "cascade"))
-        hint = _frame_hint(list(reversed(frames)))
+        hint = frame_hint(list(reversed(frames)))
         if hint is not None:
             self.hits.append(_Hit(hint[0], start, hint[1], "warn", "cause"))
 
@@ -454,7 +453,7 @@ class _Scan:
                 # paste stopped inside the import chain as surely as on the import statement itself)
                 code = last_code if last_frame.startswith("File ") and last_frame.endswith("in <module>") else \
                     ("" if last_frame.startswith("File ") else last_frame)
-                hint = None if named else _frame_hint(frames, code)
+                hint = None if named else frame_hint(frames, code)
                 if hint is not None:
                     self.hits.append(_Hit(hint[0], header, hint[1], "warn", "cause", survived=ignored))
                 return
@@ -510,7 +509,7 @@ class _Scan:
                 self.hits[-1] = _Hit(_SPAWN_PICKLE, pos, line.strip(), "error", "cause", final=True)
             elif (len(self.hits) == before + 1 and self.hits[-1].rule is GENERIC_TRACEBACK
                   and (_GENERIC_TYPES.match(line) or (frames and _LOADER_INTERNAL.search(frames[-1])))
-                  and (hint := _frame_hint(frames)) is not None):
+                  and (hint := frame_hint(frames)) is not None):
                 # `OSError: [Errno 0] Error` raised from ssl.py: the subsystem it came from names the class (weakly)
                 self.hits.append(_Hit(hint[0], pos, f"{line.strip()} (raised in {hint[0].cls} code: {hint[1]})",
                                       "error", "cause", final=True))
@@ -536,7 +535,7 @@ class _Scan:
                                                                                    _LOG_ERROR.match(line)))) else None
             if cls is not None:
                 exc = final or _EXC_LINE.match(line) is not None
-                self.hits.append(_Hit(_topic_rule(cls), index, line,
+                self.hits.append(_Hit(topic_rule(cls), index, line,
                                       "error" if exc else "warn", "cause", final=final, exception=not final and exc))
                 self.hit_lines.add(index)
             elif final or (self.bare_exceptions and _EXC_LINE.match(line)):
@@ -573,44 +572,3 @@ class _Scan:
             # said so and went on; it is the cause only if nothing else is (it still outranks a clean log)
             severity = "warn"
         self.hits.append(_Hit(rule, index, line, severity, rule.role, final=final, exception=exception))
-
-
-# the weak rules that stand for a guess, made once per kind and class: `topic.<cls>` (an unexplained error line about
-# the subject `lexicon.topic` names) and `hint.<cls>` (the subsystem a cut-off traceback's frames were in)
-_WEAK_RULES: dict[str, Rule] = {}
-
-
-def _weak_rule(kind: str, cls: str, severity: Severity, title: str, confidence: float) -> Rule:
-    rule_id = f"{kind}.{cls}"
-    rule = _WEAK_RULES.get(rule_id)
-    if rule is None:
-        base = next((r for r in RULES if r.cls == cls and r.role == "cause"), GENERIC_TRACEBACK)
-        rule = Rule(rule_id, cls, severity, title, base.pattern, base.remedy, base.gotcha, "cause", None, False,
-                    confidence)
-        _WEAK_RULES[rule_id] = rule
-    return rule
-
-
-def _topic_rule(cls: str) -> Rule:
-    """The weak rule standing for an unexplained error line about `cls`."""
-    return _weak_rule("topic", cls, "error", f"an error no rule knows, about {cls.replace('_', ' ')}", TOPIC_CONFIDENCE)
-
-
-def _hint_rule(cls: str) -> Rule:
-    return _weak_rule("hint", cls, "warn", f"the log ends inside a traceback in {cls} code", FRAME_HINT_CONFIDENCE)
-
-
-# the last code line of a cut-off traceback importing a module: the paste stops inside an import chain
-_IMPORT_LINE = re.compile(r"^(?:from [\w.]+ )?import [\w.]+")
-
-
-def _frame_hint(frames: list[str], code: str = "") -> tuple[Rule, str] | None:
-    """The subsystem the deepest recognisable frame of a cut-off traceback belongs to, as a weak finding; a paste
-    cut on an import statement stopped inside the imports (a module or library that does not load)."""
-    if _IMPORT_LINE.match(code):
-        return _hint_rule("import_or_config_error"), f"(the log ends inside a traceback, while importing) {code}"
-    for frame in reversed(frames):
-        for pattern, cls in FRAME_HINTS:
-            if pattern.search(frame):
-                return _hint_rule(cls), f"(the log ends inside a traceback, last in {cls} code) {frame}"
-    return None
