@@ -75,4 +75,19 @@ _rule("config.hub_missing", "import_or_config_error", "error", "the model, file 
 _rule("config.tpu_init", "import_or_config_error", "warn", "JAX could not set up the Cloud TPU (it falls back to CPU)",
       r"cloud_tpu_init failed", fix.IMPORT, needles=("cloud_tpu_init failed",))
 
+# GPU libraries refusing the setup they were given: bitsandbytes whose CUDA binary did not load (its symbols are then
+# None), xformers with no kernel for this GPU or dtype, FlashAttention given fp32, fp16 kernels asked for on the
+# CPU ("addmm_impl_cpu_" not implemented for 'Half'), PEFT's target modules absent from this architecture,
+# accelerate used before its state exists, torch.compile with no working Triton
+_rule("config.gpu_library", "import_or_config_error", "error", "a GPU library does not fit the setup it was given",
+      r"'NoneType' object has no attribute 'c\w+_(?:grad_)?(?:fp32|fp16|bf16)|compiled without GPU support|"
+      r"No operator found for `\w+`|FlashAttention only supports? (?:fp16 and bf16|fp16/bf16)|"
+      r"\"\w+\" not implemented for '(?:Half|BFloat16)'|[Tt]arget modules? .{0,200} not found in the base model|"
+      r"properly initialize your accelerator via `accelerator = Accelerator\(\)`|Cannot find a working triton installation",
+      fix.IMPORT, gotcha="U29",
+      needles=("'nonetype' object has no attribute 'c", "compiled without gpu support", "no operator found for `",
+               "flashattention only support", "not implemented for 'half'", "not implemented for 'bfloat16'",
+               "not found in the base model", "properly initialize your accelerator",
+               "cannot find a working triton installation"))
+
 ENVIRONMENT_RULES: tuple[Rule, ...] = _TABLE.rules()
