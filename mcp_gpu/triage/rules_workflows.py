@@ -27,6 +27,14 @@ _rule("sched.exit_140", "time_limit", "warn", "the job exited with 140: the sche
       r"terminated with an error exit status \(140\)|[Ee]xit (?:status|code):? 140\b",
       fix.TIME_LIMIT, gotcha="SLURM2", fatal=True,
       needles=("error exit status (140)", "exit status 140", "exit code 140", "exit status: 140", "exit code: 140"))
+# a process the workflow manager saw end by a signal: 137 = 128 + SIGKILL (the OOM killer, unless someone ran kill -9),
+# 143 = 128 + SIGTERM (a stop from outside, unless something crashed first)
+_rule("sched.exit_137", "host_oom_killed", "error", "the task was SIGKILLed (exit status 137): the OOM killer, most likely",
+      r"terminated with an error exit status \(137\)", fix.HOST_OOM, gotcha="U9", fatal=True,
+      needles=("error exit status (137)",))
+_rule("sched.exit_143", "preempted", "error", "the task was stopped with SIGTERM (exit status 143)",
+      r"terminated with an error exit status \(143\)", fix.SIGTERM, gotcha="SLURM2", role="sigterm", fatal=True,
+      needles=("error exit status (143)",))
 # the machine went away under the job: a GCE worker VM preempted as Cromwell reports it through Google's Pipelines
 # API (error code 10 "assigned worker has failed"; code 14 is a preemption by name), HTCondor evicting the job from
 # its execute node, an autoscaler terminating the instance the job ran on
