@@ -154,6 +154,13 @@ _rule("disk.k8s_evicted", "disk_full", "error", "pod evicted: node low on epheme
       gotcha="K8S5", fatal=True, needles=("ephemeral-storage", "ephemeral local storage", "ephemeral storage"))
 _rule("disk.k8s_pressure", "disk_full", "error", "the node reports disk pressure", r"DiskPressure", fix.EVICT_DISK,
       gotcha="K8S5")
+# tar (and cpio) reporting a short write: the disk filled mid-extract
+_rule("disk.short_write", "disk_full", "critical", "a write came up short: the disk filled",
+      r"\bWrote only \d+ of \d+ bytes", fix.DISK, gotcha="U6", needles=("wrote only",))
+# Ray Data's wrapper for an exception raised in the user's map or read function: the data pipeline failed
+_rule("dataloader.ray_data", "dataloader_error", "error", "the Ray Data pipeline's user code raised",
+      r"\bRayDataUserCodeException\b|UserCodeException: .{0,40}(?:map_batches|read_\w+)", fix.DATALOADER,
+      needles=("raydatausercodeexception", "usercodeexception"))
 
 # --- host RAM worded like a GPU OOM (Ray's OutOfMemoryError is the node's RAM), before the VRAM rule
 _rule("host_oom.ray", "host_oom_killed", "error", "the node ran low on RAM and its tasks were killed",
