@@ -469,7 +469,8 @@ _rule("gpu.cuda_fault", "cuda_device_error", "error", "a CUDA kernel or the GPU 
       r"\bcuda(?:Launch|Memcpy\w*|DeviceSynchronize|StreamSynchronize)\b.*(?:fail|error)|"
       r"CUDA driver error|[Cc][Uu][Dd][Aa] failure \d+|[Cc]uda[Ee]rror|GPU (?:hang|fault|reset)|"
       r"failed to (?:query|synchronize|initialize|launch).{0,40}(?:CUDA|GPU|device)|CUresult|"
-      r"Unexpected (?:CUDA|GPU) error|Unexpected Event status|XLA.*(?:Internal|INTERNAL).*(?:CUDA|cuda|GPU)|[Cc]uda error \d+|"
+      r"Unexpected (?:CUDA|GPU) error|Unexpected Event status|XLA.*(?:Internal|INTERNAL).*(?:CUDA|cuda|GPU)|"
+      r"(?:[Cc]uda|CUDA) error \d+|"
       r"Triton Error \[CUDA\]: |Critical Xid|Xid Error|"
       # CUDA's own fault codes quoted bare by engines (PhysX, game and simulation runtimes): 700 illegal address,
       # 716 misaligned address, 719 launch failure
