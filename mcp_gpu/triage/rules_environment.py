@@ -90,4 +90,18 @@ _rule("config.gpu_library", "import_or_config_error", "error", "a GPU library do
                "not found in the base model", "properly initialize your accelerator",
                "cannot find a working triton installation"))
 
+# JAX / TensorFlow / Keras whose GPU runtime does not fit the box: cuDNN that does not initialise (a version the build
+# was not made for), ptxas failing on the kernels XLA compiles, a backend that does not come up, Keras 3 given
+# a pre-Keras-3 save format
+_rule("config.xla_runtime", "import_or_config_error", "error", "the JAX/TensorFlow GPU runtime does not fit the box",
+      # (not XLA's warning that the driver is older than ptxas: it then compiles serially and goes on)
+      r"DNN library initialization failed|"
+      # (JAX logs "Unable to initialize backend 'tpu'" at INFO on every GPU box while probing; only the raised
+      # error for the backend the job asked for counts)
+      r"ptxas exited with non-zero error code|RuntimeError: Unable to initialize backend '(?:cuda|gpu|rocm)'|"
+      r"Keras 3 only supports V3 `\.keras` files",
+      fix.IMPORT, gotcha="U29",
+      needles=("dnn library initialization failed", "ptxas exited with non-zero error code",
+               "runtimeerror: unable to initialize backend '", "keras 3 only supports v3"))
+
 ENVIRONMENT_RULES: tuple[Rule, ...] = _TABLE.rules()

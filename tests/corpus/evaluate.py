@@ -18,7 +18,7 @@ THRESHOLD = 0.95  # held-out primary-class accuracy the test demands (issue 12)
 # right), batch 14 added 6 (3 right, 1 called healthy), batch 15 added 40 (35 right, 2 called healthy), batch 16
 # added 18 (10 right, 4 called healthy) and batch 17 added 4 (4 right). On the 416 held-out logs before batch 11
 # the engine now scores 368/416 = 88.5 % with 6 false alarms and 21 failures called healthy.)
-FLOOR_ACCURACY = 0.861
+FLOOR_ACCURACY = 0.863
 FLOOR_FALSE_ALARMS = 7
 FLOOR_MISSED = 30
 # The engine refines two external stops beyond the fixed set (a scheduler time limit, a deliberate cancel); the
