@@ -77,10 +77,16 @@ async def test_garbage_in_one_jobs_facts_is_that_jobs_problem(ssh_app: App, runs
     a = await launch(ssh_app, runs, sock, "good", cmd("ok"), tmp_path / "a")
     b = await launch(ssh_app, runs, sock, "bad", cmd("ok"), tmp_path / "b")
     rd = run_dir(ssh_app, b)
+    real_pgid = (rd / "pgid").read_text()
     (rd / "pgid").write_text("12\r@@job x\x1b[2J 9999999999999999999999\n")
     os.mkfifo(rd / "cancelled")  # a FIFO where a small file is expected must not hang the probe
-    with anyio.fail_after(60):
-        report = await patrol(ssh_app, [a, b])
+    try:
+        with anyio.fail_after(60):
+            report = await patrol(ssh_app, [a, b])
+    finally:
+        # the `runs` fixture kills job groups by their pgid files: give it the real one back, or the job outlives
+        # the test
+        (rd / "pgid").write_text(real_pgid)
     assert job_of(report, a).state == "running" and report.hosts[0].reachable
     bad = job_of(report, b)
     assert bad.state == "running" and not any(c in bad.line for c in ESC)  # its pid still proves it alive
