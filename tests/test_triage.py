@@ -153,18 +153,19 @@ def test_a_chained_traceback_reports_one_unclassified_crash() -> None:
     result = triage(lines("""\
 Traceback (most recent call last):
   File "train.py", line 10, in <module>
-    cfg["model"]
-KeyError: 'model'
+    stats["loss"]
+KeyError: 'loss'
 
 During handling of the above exception, another exception occurred:
 
 Traceback (most recent call last):
   File "train.py", line 12, in <module>
-    raise ValueError("config has no model")
-ValueError: config has no model
+    raise ValueError("no loss was recorded")
+ValueError: no loss was recorded
 """))
+    # (a KeyError reading a config mapping, `cfg["model"]`, is a config error: test_triage_context)
     assert result.primary == "traceback"
-    assert only(result, "traceback").evidence == ["KeyError: 'model'", "ValueError: config has no model"]
+    assert only(result, "traceback").evidence == ["KeyError: 'loss'", "ValueError: no loss was recorded"]
 
 
 def test_a_ddp_unused_parameter_error_carries_its_catalogue_entry() -> None:

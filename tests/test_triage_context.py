@@ -201,3 +201,34 @@ def test_a_model_the_hub_does_not_have_is_a_config_error_not_a_network_fault() -
            "Traceback (most recent call last):\n"
            '  File "/opt/conda/lib/python3.8/site-packages/transformers/configuration_utils.py", line 550, in get\n')
     assert primary(log) == "import_or_config_error"
+
+
+def _overflow_frames(deepest: str) -> str:
+    return ('  File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 2213, in step\n'
+            "    self._take_model_step(lr_kwargs)\n"
+            '  File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/zero/stage3.py", line 1694, in '
+            "_overflow_check_and_loss_scale_update\n"
+            "    self._update_scale(self.overflow)\n" + deepest)
+
+
+def test_a_paste_cut_inside_the_fp16_overflow_check_is_the_loss_scale_running_out() -> None:
+    # frames pasted without their header, cut inside the loss scaler: the scale could not shrink any more
+    cut = _overflow_frames('  File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/fp16/loss_scaler.py", '
+                           "line 181, in update_scale\n")
+    assert primary(PROGRESS + cut) == "nan_inf"
+    # the same frames, then training goes on: a frame line is a place in the code, not an overflow that happened
+    assert primary(PROGRESS + cut + "    raise Exception('handled')\n" + MORE_PROGRESS) == "healthy"
+
+
+def test_a_traceback_that_lost_its_indentation_is_read_frame_by_frame() -> None:
+    # (Markdown drops leading spaces: frames and their code lines at column 0)
+    def flat(code: str, error: str) -> str:
+        return ('Traceback (most recent call last):\nFile "train.py", line 640, in\nmain(opt)\n'
+                f'File "/home/u/proj/utils/loss.py", line 98, in __init__\n{code}\n{error}\n')
+    config = triage_text(PROGRESS + flat("self.gamma = hyp['fl_gamma'] # focal loss gamma", "KeyError: 'fl_gamma'"))
+    assert config.primary == "import_or_config_error"
+    assert "KeyError: 'fl_gamma'" in config.findings[0].evidence[0]
+    # a KeyError on the program's own data is a code bug, and the frame above it is not taken for the exception
+    bug = triage_text(PROGRESS + flat("total = stats['loss'].avg", "KeyError: 'loss'"))
+    assert bug.primary == "traceback"
+    assert bug.findings[0].evidence[0].startswith("KeyError")

@@ -13,6 +13,7 @@ Rows are tried in order, first match wins: specific subjects (inodes, a full dis
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 TOPIC_CONFIDENCE = 0.5
 
@@ -31,6 +32,42 @@ _COLLECTIVE = r"(?:NCCL|nccl|RCCL|HCCL|collective|all_?reduce|all_?gather|reduce
 _NET = r"(?:connection|connect|network|socket|host ?name|DNS|name resolution|unreachable|HTTP|https?://|download|upload|" \
        r"proxy|SSL|TLS|remote end|peer|endpoint|server)"
 _NET_BAD = r"(?:fail\w*|error|refused|reset|timed? ?out|timeout|closed|abort\w*|unreachable|lost|broken|dropped)"
+
+# What a config, argument or install error says, by kind (the parts of the `import_or_config_error` row).
+_CONFIG_WORDS = (
+    # a package that is not there
+    r"[Nn]o module|import(?:ing)?|not installed|[Pp]lease install|incompatib\w*|[Nn]o package metadata",
+    # an exception type that says so (`ConfigurationError`, jsonargparse's `ArgumentError`, a CLI's `UsageError`;
+    # not TensorFlow's InvalidArgumentError, a code bug)
+    r"\w*Config(?:uration)?(?:Error|Exception)\b|(?<![\w.])(?:\w*argparse\.)?ArgumentError\b|UsageError\b",
+    # a name the code has no entry for: `Unknown scheduler type: x`, `Unknown optimizer`
+    r"[Uu]nknown (?:[\w-]+ )?(?:type|scheduler|optimizer|backend|mode|architecture|activation|loss|metric|dataset|task|"
+    r"precision|strategy|accelerator)\b",
+    # a setting missing, unknown or not used
+    r"missing required (?:field|argument|key|option|config\w*|parameter|value)|arguments? (?:are|is) not used by|"
+    r"environment variable|not compiled with|[Cc]onfig(?:uration)? (?:file|key|value|error)|"
+    r"(?:[Uu]nknown|[Ii]nvalid|[Uu]nrecognized) (?:key|option|argument|parameter|field)|"
+    # a setting that differs between the config and what a resumed run saved (nequip's restart check)
+    r"(?:is|are) different (?:in|from|between) (?:the )?config",
+    # two versions that do not go together (a serialized engine, a library, a header)
+    r"\b[Vv]ersion\b.{0,30}\b(?:mismatch\w*|does not match|doesn't match|incompatible)|not compatible with",
+    # an argument or version check refusing the run: a version the code needs (`X requires Y`, but not autograd's
+    # "requires grad", a code bug)
+    r"(?:requires?|needs?) (?:\w+ ){0,2}(?:>=|>|version) ?v?\d|version must be|"
+    r"(?<!not )(?<!n't )\brequires? (?!grad\b)(?:the |a |an |BOTH |both |at least )?[`'\"\w-]|"
+    r"\bv?\d+(?:\.\d+)* or (?:higher|later|newer|above)\b|no longer supported|has been removed in v?\d",
+    # a feature or combination it does not support (not "'NoneType' object does not support item assignment", a
+    # code bug)
+    r"(?:is|are) only (?:supported|available|implemented) (?:with|on|for|by|when|in)|"
+    r"(?:is|are) not (?:yet |currently )?supported (?:by|with|when|for|in combination)|"
+    r"cannot be (?:used|combined) (?:together )?with|mutually exclusive|but not both|cannot be used together|"
+    r"(?<!object )(?:does not|doesn't) (?:yet |currently )?support\b",
+    # a value out of what it accepts
+    r"should be (?:divisible by|a multiple of|one of)|"
+    r"must be an? (?:dict\w*|list|str\w*|int\w*|float|bool\w*|tuple|positive|non-negative)\b|"
+    r"must be (?:one of|divisible by|a multiple of|(?:set|specified|provided) (?:when|if|to|for))|"
+    r"[Pp]lease (?:set|specify|provide)\b|must be (?:either )?['\"`]?[\w.-]+['\"`]? or ['\"`]?[\w.-]+['\"`]?",
+)
 
 LEXICON: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cls, re.compile(p)) for cls, p in (
     ("inode_exhausted", r"\b[Ii]nodes?\b|\bIUse%|[Ff]ile (?:count|number) (?:limit|quota)"),
@@ -59,43 +96,16 @@ LEXICON: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cls, re.compile(p)) fo
                          r"shared memory segment|/dev/shm"),
     ("preempted", r"\b(?:[Pp]re-?empt\w*|[Ee]vict\w*|[Ss]pot (?:instance|VM|node)|[Rr]eclaim\w*|[Mm]aintenance event|"
                   r"[Ii]nterruption notice|[Tt]ermination signal|SIGTERM)|\b[Dd]rain\w*\b.{0,30}\bnode\b"),
-    ("import_or_config_error", r"\b(?:[Nn]o module|import(?:ing)?|not installed|[Pp]lease install|incompatib\w*|"
-                               # an exception type that says so (`ConfigurationError`, jsonargparse's
-                               # `ArgumentError`, a CLI's `UsageError`; not TensorFlow's InvalidArgumentError, a code bug)
-                               r"\w*Config(?:uration)?(?:Error|Exception)\b|(?<![\w.])(?:\w*argparse\.)?ArgumentError\b|UsageError\b|"
-                               # a name the code has no entry for: `Unknown scheduler type: x`, `Unknown optimizer`
-                               r"[Uu]nknown (?:[\w-]+ )?(?:type|scheduler|optimizer|backend|mode|architecture|"
-                               r"activation|loss|metric|dataset|task|precision|strategy|accelerator)\b|"
-                               r"missing required (?:field|argument|key|option|config\w*|parameter|value)|"
-                               r"arguments? (?:are|is) not used by|not compatible with|"
-                               r"(?:is|are) only (?:supported|available|implemented) (?:with|on|for|by|when|in)|"
-                               r"should be (?:divisible by|a multiple of|one of)|"
-                               r"must be an? (?:dict\w*|list|str\w*|int\w*|float|bool\w*|tuple|positive|non-negative)\b|"
-                               r"environment variable|not compiled with|[Cc]onfig(?:uration)? (?:file|key|value|error)|"
-                               r"(?:[Uu]nknown|[Ii]nvalid|[Uu]nrecognized) (?:key|option|argument|parameter|field)|"
-                               r"[Nn]o package metadata|"
-                               # two versions that do not go together (a serialized engine, a library, a header)
-                               r"\b[Vv]ersion\b.{0,30}\b(?:mismatch\w*|does not match|doesn't match|incompatible)|"
-                               # an argument or version check refusing the run: a version the code needs, a feature
-                               # or combination it does not support, a value out of what it accepts
-                               r"(?:requires?|needs?) (?:\w+ ){0,2}(?:>=|>|version) ?v?\d|version must be|"
-                               # (`X requires Y`, but not autograd's "requires grad", a code bug)
-                               r"(?<!not )(?<!n't )\brequires? (?!grad\b)(?:the |a |an |BOTH |both |at least )?[`'\"\w-]|"
-                               r"\bv?\d+(?:\.\d+)* or (?:higher|later|newer|above)\b|no longer supported|"
-                               r"has been removed in v?\d|(?:is|are) not (?:yet |currently )?supported (?:by|with|when|for|"
-                               r"in combination)|cannot be (?:used|combined) (?:together )?with|mutually exclusive|"
-                               r"but not both|cannot be used together|"
-                               r"must be (?:one of|divisible by|a multiple of|(?:set|specified|provided) "
-                               r"(?:when|if|to|for))|[Pp]lease (?:set|specify|provide)\b|"
-                               r"must be (?:either )?['\"`]?[\w.-]+['\"`]? or ['\"`]?[\w.-]+['\"`]?|"
-                               # (not "'NoneType' object does not support item assignment", a code bug)
-                               r"(?<!object )(?:does not|doesn't) (?:yet |currently )?support\b)"),
+    ("import_or_config_error", r"\b(?:" + "|".join(_CONFIG_WORDS) + ")"),
 ))
 
 
 TOPIC_CHARS = 1_000  # of a longer line, its head and tail: an error line names its subject near one end
 
 
+# (a log made of one error line repeated across ranks, steps or retries asks about the same text again and again; the
+# lexicon's rows are the costliest regexes an unexplained line meets, so recent answers are kept, bounded)
+@lru_cache(maxsize=4096)
 def topic(line: str) -> str | None:
     """The class an unexplained error line is about, or None when it names no subject a class owns."""
     if len(line) > TOPIC_CHARS:

@@ -12,6 +12,8 @@ from mcp_gpu.models import SEVERITY_RANK, Severity
 from mcp_gpu.triage.guesses import frame_hint, topic_rule
 from mcp_gpu.triage.lexicon import topic
 from mcp_gpu.triage.rules import (
+    CONFIG_KEY,
+    CONFIG_MAPPING,
     DF_DISK,
     DF_FULL_PERCENT,
     DF_INODES,
@@ -20,12 +22,12 @@ from mcp_gpu.triage.rules import (
     NAN_ASSERT,
     QUOTA_BLOCKS,
     QUOTA_FILES,
-    RULES,
     TRUNCATED_THREAD,
     TRUNCATED_TRACEBACK,
     Role,
     Rule,
 )
+from mcp_gpu.triage.rules_software import PICKLE
 from mcp_gpu.triage.scan import INDEX, LONG_LINE, clean_segments, is_tb_header, needle_lines, tb_rest
 from mcp_gpu.untrusted import clean_line as clean_remote
 
@@ -115,7 +117,7 @@ _LOADER_INTERNAL = re.compile(r"torch[/\\]utils[/\\]data[/\\]_utils[/\\](?:pin_m
 # exception pickling raises when an object cannot be sent to a spawned process
 _LOADER_START = re.compile(r"torch[/\\]utils[/\\]data[/\\]dataloader\.py")
 _PICKLE_FAIL = re.compile(r"[Cc]an(?:'t|not) pickle\b|PicklingError|[Cc]an't get attribute '[^']+' on <module")
-_SPAWN_PICKLE = next(r for r in RULES if r.id == "dataloader.pickle")
+_SPAWN_PICKLE = PICKLE
 
 # an exception name and message glued to the end of a frame's code line: `    main(args)RuntimeError: [!] NaN loss`
 # (right after a call's closing bracket: an exception named inside the code, `except X:`, is code)
@@ -123,6 +125,7 @@ _GLUED_EXC = re.compile(r"(?<=[)\]])([A-Z]\w*(?:Error|Exception)):\s+\S")
 # an exception line with no message: the message is on the lines below it (a multi-line `raise X("""...""")`)
 _EMPTY_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):?\s*$")
 EXC_MESSAGE_LINES = 4
+VERDICT_CACHE = 4096  # distinct judged lines whose matched rule is remembered, per log
 FRAMES_AT_END = 60  # lines read back from the end of a paste for traceback frames with no header
 
 
@@ -201,6 +204,9 @@ class _Scan:
         self.df_bytes_max: int | None = None  # fullest real filesystem in a pasted `df` (bytes) table
         self.df_inodes_max: int | None = None  # and in a pasted `df -i` table
         self._skip_to = 0
+        # the rule each distinct (line, needles) pair matched: a log of one error repeated across ranks, steps or
+        # retries is judged once per distinct line, not once per copy (bounded, and per log)
+        self._verdicts: dict[tuple[str, frozenset[str] | None], Rule | None] = {}
         for line in needle_lines(text):
             if line.start < self._skip_to:
                 continue  # a frame of a traceback already walked
@@ -345,6 +351,10 @@ class _Scan:
         segments = clean_segments(raw)
         if segments and segments[0][:1] in " \t" and self._after_frame_line(start):
             return  # the source line a traceback frame quotes (`raise OutOfMemoryError(...)`): code, not an event
+        if len(segments) == 1 and _FRAME_LINE.match(segments[0]):
+            # a frame line of a traceback pasted without its header: a place in the code, whatever its function is
+            # named (`in _overflow_check_and_loss_scale_update`, `in _check_nan`), not an event
+            return
         if "quota" in found and len(segments) == 1 and (head := _QUOTA_HEADER.match(segments[0])):
             self._walk_quota(end + 1, head.start(1))
             return
@@ -433,6 +443,7 @@ class _Scan:
         head = hsegs[-1] if hsegs else ""
         indent = head[:len(head) - len(head.lstrip(" \t"))]
         last_code = ""  # the last code line a frame quoted
+        after_flat_frame = False  # the previous line was a frame printed at column 0
         for _ in range(TRACEBACK_WALK):
             if pos >= len(text):
                 self._skip_to = pos
@@ -462,6 +473,20 @@ class _Scan:
             line = segs[-1] if segs else ""
             if indent and line.startswith(indent):
                 line = line[len(indent):]
+            # a traceback whose indentation the paste lost (Markdown drops it): its frames at column 0, each followed
+            # by its code line, also at column 0 (not an exception line)
+            flat_code = after_flat_frame and bool(line.strip()) and not _EXC_LOOK.match(line)
+            after_flat_frame = False
+            if line[:1] not in (" ", "\t") and _FRAME_LINE.match(line):
+                last_frame = line.strip()
+                frames.append(last_frame)
+                after_flat_frame = True
+                pos = end + 1
+                continue
+            if flat_code:
+                last_frame = last_code = line.strip()
+                pos = end + 1
+                continue
             if line[:1] in (" ", "\t") and line.strip():
                 prev_len = len(line)  # a frame or its code line (as printed): the next line may be its wrapped tail
             if not line.strip() or line[0] in " \t" or line.lstrip().startswith(("^", "~")):
@@ -502,6 +527,10 @@ class _Scan:
                     and last_frame and _FINITE_CHECK.search(last_frame)):
                 # an assertion guarding finiteness (`assert not torch.isnan(loss)`): the values went NaN/inf
                 self.hits[-1] = _Hit(NAN_ASSERT, pos, f"{line.strip()} at: {last_frame}", "error", "cause", final=True)
+            elif (len(self.hits) == before + 1 and self.hits[-1].rule is GENERIC_TRACEBACK and line.startswith("KeyError")
+                  and CONFIG_MAPPING.search(last_code)):
+                # the key is missing from the config or hyperparameter file the code reads it from
+                self.hits[-1] = _Hit(CONFIG_KEY, pos, f"{line.strip()} at: {last_code}", "error", "cause", final=True)
             elif (len(self.hits) == before + 1 and self.hits[-1].rule is GENERIC_TRACEBACK and _PICKLE_FAIL.search(line)
                   and any(_LOADER_START.search(f) for f in frames)):
                 # the DataLoader starting its workers with the spawn method (Windows, macOS, set_start_method) pickles
@@ -529,7 +558,13 @@ class _Scan:
             # rules' windows cost what they cost on a normal line; the words of a message sit at one end or the other
             line = line[:JUDGE_CHARS // 2] + " ... " + line[-(JUDGE_CHARS // 2):]
             found = None
-        rule = _match(line, found)
+        key = (line, frozenset(found) if found is not None else None)
+        if key in self._verdicts:
+            rule = self._verdicts[key]
+        else:
+            rule = _match(line, found)
+            if len(self._verdicts) < VERDICT_CACHE:
+                self._verdicts[key] = rule
         if rule is None:
             cls = topic(line) if (final or (self.bare_exceptions and (_EXC_LINE.match(line) or
                                                                                    _LOG_ERROR.match(line)))) else None

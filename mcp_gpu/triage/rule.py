@@ -54,12 +54,14 @@ class RuleTable:
 
     def add(self, rule_id: str, cls: str, severity: Severity, title: str, pattern: str, remedy: str, *,
             gotcha: str | None = None, role: Role = "cause", ignore_case: bool = False, fatal: bool = False,
-            needles: tuple[str, ...] | None = None, confidence: float = 0.85) -> None:
+            needles: tuple[str, ...] | None = None, confidence: float = 0.85) -> Rule:
         found = needles if needles is not None else needles_of(pattern)
         if found is None:
             raise ValueError(f"rule {rule_id}: give needles (no literal of 3+ characters in every alternative)")
-        self._rules.append(Rule(rule_id, cls, severity, title, compile_pattern(pattern, ignore_case), remedy, gotcha,
-                                role, tuple(n.lower() for n in found), fatal, confidence))
+        rule = Rule(rule_id, cls, severity, title, compile_pattern(pattern, ignore_case), remedy, gotcha, role,
+                    tuple(n.lower() for n in found), fatal, confidence)
+        self._rules.append(rule)
+        return rule  # (a row other modules name, such as the DataLoader's pickling failure, is kept by reference)
 
     def rules(self) -> tuple[Rule, ...]:
         return tuple(self._rules)

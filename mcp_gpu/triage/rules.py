@@ -55,6 +55,13 @@ GENERIC_TRACEBACK = Rule("traceback.generic", "traceback", "error", "the run cra
 NAN_ASSERT = Rule("nan.assert", "nan_inf", "error", "an assertion that the values are finite failed", _re(r"$^"), fix.NAN,
                   "train.P8")
 
+# A KeyError raised reading a config mapping (`h['fl_eiou_gamma']`, `cfg["model"]`, `args['lr']`): the key is missing
+# from the config or hyperparameter file the run was given, which is fixed in that file, not in the code.
+CONFIG_KEY = Rule("config.missing_key", "import_or_config_error", "error", "a key the code reads is missing from its config",
+                  _re(r"$^"), fix.OVERRIDE, confidence=0.6)
+CONFIG_MAPPING = _re(r"(?<![\w.])(?:self\.)?(?:h|hyp|hyps|hparams?|hp|cfg|cfgs|config|conf|configs|opt|opts|args|params|"
+                     r"settings|options|model_cfg|train_cfg|data_cfg)\[['\"][\w.-]+['\"]\]")
+
 # The fp16 overflow lines once their series shows the loss scale collapsing (engine._overflow_collapse).
 SCALE_COLLAPSE = Rule("nan.scale_collapse", "nan_inf", "error",
                       "the fp16 loss scale keeps shrinking toward zero: the gradients overflow step after step",
@@ -113,6 +120,10 @@ FRAME_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple((_re(p), c) for p, 
      r"elastic[/\\]rendezvous[/\\]", "nccl_timeout"),
     # the NCCL bindings of other stacks (cupy's, ChainerMN's communicators)
     (r"cupy[/\\]cuda[/\\]nccl|[/\\]\w*nccl\w*(?:_communicator)?\.py\S*, line \d+", "nccl_timeout"),
+    # the fp16 loss scaler checking for overflow (DeepSpeed's ZeRO, apex, fairseq): it raises when the scale cannot
+    # shrink any more, so a paste cut inside it is the values overflowing without end
+    (r"in _?(?:overflow_check_and_loss_scale_update|update_scale|check_overflow|has_overflow\w*)\b|"
+     r"(?:loss_scaler|dynamic_loss_scaler|fp16_optimizer)\.py\S*, line \d+", "nan_inf"),
     (r"distributed_c10d\.py\S*, line \d+, in (?:all_reduce|all_gather\w*|broadcast\w*|barrier|reduce_scatter\w*|"
      r"all_to_all\w*|recv|send)", "nccl_timeout"),
 ))

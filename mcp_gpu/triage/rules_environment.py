@@ -31,6 +31,11 @@ _rule("config.compile", "import_or_config_error", "error", "a CUDA extension fai
       r"Failed building wheel for|[Ff]ailed to build (?:installable wheels|[\w.-]+\s*$)",
       fix.IMPORT, gotcha="U29",
       needles=("command '['ninja', '-v'", "' failed with exit", "failed building wheel for", "failed to build"))
+# a compiled extension's module that never got built (`from . import _C` failed quietly, so its first use raises),
+# and Julia loading a package against dependencies that renamed or dropped a name (`LoadError: UndefVarError`)
+_rule("config.extension_missing", "import_or_config_error", "error", "a package's compiled part or dependency is missing",
+      r"NameError: name '_(?:C|ext|backend|cuda|kernels?)' is not defined|LoadError: UndefVarError\b",
+      fix.IMPORT, gotcha="U29", needles=("nameerror: name '_", "loaderror: undefvarerror"))
 # pip could not install what the job needs
 _rule("config.pip", "import_or_config_error", "error", "pip could not install a required package",
       r"ERROR: Could not find a version that satisfies the requirement|ERROR: No matching distribution found for|"

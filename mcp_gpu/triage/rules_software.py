@@ -23,9 +23,9 @@ _rule("dataloader.shm", "dataloader_error", "error", "DataLoader workers ran out
                "/dev/shm"))
 _rule("dataloader.collate", "dataloader_error", "error", "batch samples have different shapes",
       r"stack expects each tensor to be equal size", fix.COLLATE, gotcha="train.DP4")
-_rule("dataloader.pickle", "dataloader_error", "error", "DataLoader workers cannot pickle the dataset",
-      r"Can't pickle local object|Can't get attribute '[^']+' on <module '__main__'", fix.PICKLE, gotcha="train.DP6",
-      needles=("can't pickle local object", "can't get attribute"))
+PICKLE = _rule("dataloader.pickle", "dataloader_error", "error", "DataLoader workers cannot pickle the dataset",
+               r"Can't pickle local object|Can't get attribute '[^']+' on <module '__main__'", fix.PICKLE, gotcha="train.DP6",
+               needles=("can't pickle local object", "can't get attribute"))
 _rule("net.in_worker", "network_stall", "error", "a DataLoader worker's download or stream timed out",
       r"Caught \w*(?:Timeout|Connection|ReadTimeout|HTTP|RemoteDisconnected|ChunkedEncoding|IncompleteRead|SSL)\w* in "
       r"DataLoader worker", fix.NETWORK, gotcha="AD2", needles=("in dataloader worker",))
@@ -564,7 +564,7 @@ _rule("cuda_oom.words", "cuda_oom", "error", "GPU memory ran out",
       # Apple Metal (MLX, MPS): a command buffer the GPU could not give memory to
       r"kIOGPUCommandBufferCallbackErrorOutOfMemory|\[METAL\] .{0,60}Insufficient Memory|"
       # Vulkan (ncnn, llama.cpp's Vulkan backend): device memory not allocated (-2 is VK_ERROR_OUT_OF_DEVICE_MEMORY)
-      r"vkAllocateMemory failed|VK_ERROR_OUT_OF_DEVICE_MEMORY|ErrorOutOfDeviceMemory|"
+      r"vkAllocateMemory failed|(?:VK|UR_RESULT|ZE_RESULT)_ERROR_OUT_OF_DEVICE_MEMORY|ErrorOutOfDeviceMemory|"
       # Torch7's cutorch and PyTorch before 1.0: CUDA error 2 is cudaErrorMemoryAllocation
       r"cuda runtime error \(2\) : out of memory|THCudaCheck FAIL.{0,200}error=2 : out of memory|"
       # torch's OutOfMemoryError under an allocation cap, as ComfyUI and TGI print it; RAPIDS' memory manager (RMM)

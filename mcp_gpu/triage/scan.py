@@ -165,10 +165,12 @@ def clean_segments(raw: str) -> list[str]:
 
 
 def _unprefix(line: str) -> str:
-    """The line without a collector's timestamp and up to two launcher prefixes (`srun -l` around torchrun's
+    """The line without up to two collectors' timestamps and up to two launcher prefixes (`srun -l` around torchrun's
     `[rank0]:` gives `0: [rank0]: ...`)."""
     # (`match`, not `sub`: both patterns start with `^`, and a search for it walks a long line to its end)
-    line = _cut(STAMP, line)
+    # (two stamps: a collector's over a CI runner's or a container runtime's own, `12:00:01 2025-03-03T04:52:43Z ...`)
+    cut = _cut(STAMP, line)
+    line = _cut(STAMP, cut) if cut != line else cut
     stripped = _cut(PREFIX, line)
     return _cut(PREFIX, stripped) if stripped != line else stripped
 

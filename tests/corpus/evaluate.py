@@ -9,18 +9,19 @@ from mcp_gpu.triage.engine import triage_text
 from tests.corpus.loader import LABELS, Excerpt, load
 
 THRESHOLD = 0.95  # held-out primary-class accuracy the test demands (issue 12)
-# Regression floors: the held-out figures when the corpus was last grown (1896 excerpts, docs/triage.md). Raise them
+# Regression floors: the held-out figures when the corpus was last grown (1967 excerpts, docs/triage.md). Raise them
 # as the engine gets better; never lower them to let a change through. (Growing the corpus adds held-out logs, and
 # new batches score worse at first sight than the logs the engine has had longer to generalise to: the counts rose
 # from 5 and 17 when batch 6 added 63 held-out logs; batch 8 added 32 (26 right at first sight, 2 failures called
 # healthy), batch 9 added 21 (16 right, 2 called healthy), batch 10 added 14 (13 right), batch 11 added 19 (14
 # right, 1 called healthy), batch 12 added 33 (27 right, 1 false alarm, 1 called healthy), batch 13 added 13 (9
 # right), batch 14 added 6 (3 right, 1 called healthy), batch 15 added 40 (35 right, 2 called healthy), batch 16
-# added 18 (10 right, 4 called healthy) and batch 17 added 4 (4 right). On the 416 held-out logs before batch 11
-# the engine now scores 368/416 = 88.5 % with 6 false alarms and 21 failures called healthy.)
+# added 18 (10 right, 4 called healthy), batch 17 added 4 (4 right) and batch 18 added 21 (17 right, 1 called
+# healthy). On the 416 held-out logs before batch 11 the engine now scores 369/416 = 88.7 % with 6 false alarms and
+# 21 failures called healthy.)
 FLOOR_ACCURACY = 0.863
 FLOOR_FALSE_ALARMS = 7
-FLOOR_MISSED = 30
+FLOOR_MISSED = 31
 # The engine refines two external stops beyond the fixed set (a scheduler time limit, a deliberate cancel); the
 # corpus labels them with the fixed class they refine (added while tuning on the development part).
 REFINES = {"time_limit": "preempted", "cancelled": "preempted"}
