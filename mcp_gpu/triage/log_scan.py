@@ -29,6 +29,15 @@ from mcp_gpu.triage.rules import (
 )
 from mcp_gpu.triage.rules_software import PICKLE
 from mcp_gpu.triage.scan import INDEX, LONG_LINE, clean_segments, is_tb_header, needle_lines, tb_rest
+from mcp_gpu.triage.tables import (
+    DF_HEADER,
+    DF_INODE_COLUMNS,
+    DF_ROW,
+    QUOTA_HEADER,
+    QUOTA_ROWS,
+    QUOTA_TRIPLE,
+    quota_reached,
+)
 from mcp_gpu.untrusted import clean_line as clean_remote
 
 EVIDENCE_CHARS = 320
@@ -40,21 +49,6 @@ WRAP_MIN = 70  # a frame or code line at least this long may have been wrapped b
 WRAP_LINES = 3  # wrapped tails skipped per traceback at most
 # what an exception line looks like: a (dotted) name, then ':' or the end of the line
 _EXC_LOOK = re.compile(r"^(?:[\w.]+: )?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?::|$)")
-
-
-_DF_HEADER = re.compile(r"^\s*Filesystem\s.*?\b(I?Use%)\s+Mounted on\s*$")
-_DF_INODE_COLUMNS = re.compile(r"\bInodes\b")  # busybox's `df -i` heads its table `Inodes Used Available Use%`
-
-
-_DF_ROW = re.compile(r"^\s*(\S+)\s+(?:\S+\s+){2,3}(\d{1,3})%\s+(/\S*)\s*$")
-# the column header of a quota report: block usage, its quota and limit, then the file count, its quota and limit
-_QUOTA_HEADER = re.compile(r"^\s*Filesystem\b.*?\b(?:blocks|kbytes|space|used|[KMGTP]i?B)\b.*?\bquota\b.*?\blimit\b"
-                           r".*?\b(files)\b.*?\bquota\b.*?\blimit\b", re.IGNORECASE)
-# one usage / soft quota / hard limit triple of a row ("4096M* 4000M 4500M", "9074608 8250000 9075000")
-_QUOTA_TRIPLE = re.compile(r"(?<![\w.*])(\d+(?:\.\d+)?)([KMGTP]?)i?B?(\*?)\s+(\d+(?:\.\d+)?)([KMGTP]?)i?B?\*?\s+"
-                           r"(\d+(?:\.\d+)?)([KMGTP]?)i?B?\*?(?![\w.])", re.IGNORECASE)
-_UNIT = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
-QUOTA_ROWS = 20  # rows read under a quota header
 
 
 # a traceback from a thread that only feeds a queue (multiprocessing's feeder): the process itself goes on
@@ -177,16 +171,6 @@ def _trim(line: str) -> str:
     """An evidence line: remote text, so escape sequences and control characters go (`untrusted.clean_line`)."""
     line = clean_remote(line).strip()
     return line if len(line) <= EVIDENCE_CHARS else line[: EVIDENCE_CHARS - 1] + "…"
-
-
-def _quota_reached(triple: re.Match[str]) -> bool:
-    """Usage at or past its soft quota or its hard limit (0 means none), or starred by the tool as over."""
-    def amount(value: str, unit: str) -> float:
-        return float(value) * _UNIT[unit.upper()]
-    used = amount(triple.group(1), triple.group(2))
-    soft = amount(triple.group(4), triple.group(5))
-    hard = amount(triple.group(6), triple.group(7))
-    return bool(triple.group(3)) or (soft > 0 and used >= soft) or (hard > 0 and used >= hard)
 
 
 class _Scan:
@@ -355,11 +339,11 @@ class _Scan:
             # a frame line of a traceback pasted without its header: a place in the code, whatever its function is
             # named (`in _overflow_check_and_loss_scale_update`, `in _check_nan`), not an event
             return
-        if "quota" in found and len(segments) == 1 and (head := _QUOTA_HEADER.match(segments[0])):
+        if "quota" in found and len(segments) == 1 and (head := QUOTA_HEADER.match(segments[0])):
             self._walk_quota(end + 1, head.start(1))
             return
-        if "mounted on" in found and len(segments) == 1 and (df := _DF_HEADER.match(segments[0])):
-            self._walk_df(end + 1, inodes=df.group(1) == "IUse%" or _DF_INODE_COLUMNS.search(segments[0]) is not None)
+        if "mounted on" in found and len(segments) == 1 and (df := DF_HEADER.match(segments[0])):
+            self._walk_df(end + 1, inodes=df.group(1) == "IUse%" or DF_INODE_COLUMNS.search(segments[0]) is not None)
             return
         for seg in segments:
             rest = tb_rest(seg)
@@ -383,7 +367,7 @@ class _Scan:
                 break
             raw, end = self._physical(pos)
             segs = clean_segments(raw)
-            row = _DF_ROW.match(segs[-1]) if segs else None
+            row = DF_ROW.match(segs[-1]) if segs else None
             if row is None:
                 break
             device, percent, mount = row.groups()
@@ -410,7 +394,7 @@ class _Scan:
             row = segs[-1] if segs else ""
             if not row.strip():
                 break
-            triples = list(_QUOTA_TRIPLE.finditer(row))
+            triples = list(QUOTA_TRIPLE.finditer(row))
             if not triples and any(ch.isdigit() for ch in row) and "quota" not in row.lower():
                 break  # the table ended: a log line with numbers in it
             if len(triples) >= 2:
@@ -418,7 +402,7 @@ class _Scan:
             else:
                 placed = [(t, QUOTA_FILES if t.start() >= files_col - 2 else QUOTA_BLOCKS) for t in triples]
             for triple, rule in placed:
-                if _quota_reached(triple):
+                if quota_reached(triple):
                     self.hits.append(_Hit(rule, pos, raw.strip(), "critical", "cause"))
                     self.hit_lines.add(pos)
             pos = end + 1

@@ -235,9 +235,8 @@ _rule("cuda_oom.torch", "cuda_oom", "error", "GPU memory ran out",
                "bfcallocator", "cudaerrormemoryallocation", "hiperroroutofmemory", "cudnn_status_alloc_failed",
                "cudnn_status_not_enough_workspace", "gpu memory", "device memory", "cuda memory"))
 
-# --- checkpoint files (train.C2)
-# a checkpoint listed (`ls -l`) at 0 bytes: the write that made it was cut short, and nothing can load it (the mode
-# column is optional: under a collector's stamp on every row, the paste reader takes it for part of the decoration)
+# --- checkpoint files (train.C2); one listed (`ls -l`) at 0 bytes had its write cut short (the mode column is optional:
+# under a collector's stamp on every row, the paste reader takes it for part of the decoration)
 _rule("ckpt.empty_file", "checkpoint_corrupt", "warn", "a checkpoint file is empty (0 bytes)",
       r"^\s*(?:[-l][rwxsStT-]{9}[.@+]?\s+)?\d+\s+\S+\s+\S+\s+0\s+(?:\w{3}\s+\d{1,2}|\d{4}-\d\d-\d\d)\s+[\d:]+\s+"
       r"\S*\.(?:pt|pth|ckpt|safetensors|bin|h5|pkl|npz|msgpack)\s*$", fix.CKPT, gotcha="train.C2", confidence=0.6,
@@ -316,18 +315,17 @@ _rule("host_oom.sigkill", "host_oom_killed", "error", "a process was SIGKILLed: 
       needles=("killed", "已杀死", "exitcode", "sigkill", "return code = -9", "signal 9", "code -9", "code: -9",
                "status -9", "status: -9", "terminated by signal 9", "getötet", "processus arrêté",
                "terminado (killed)", "強制終了", "已砍掉", "бито", "morto", "ucciso", "죽었음"))
-# a memory report (psutil's, a trainer's) with the host's RAM all but used up: what kills the run next is the OOM killer
+# a memory report (psutil's, a trainer's) with the host's RAM all but used up: next comes the OOM killer; and a
+# notebook's kernel that died and was restarted: on a hosted notebook (Colab, Kaggle) that is the RAM running out
 _rule("host_oom.usage", "host_oom_killed", "warn", "the host's RAM is all but used up",
-      r"^(?!.*\b(?:GPU|gpu|VRAM|CUDA|cuda|[Dd]evice|HBM|[Dd]isk|[Ss]wap)\b)(?:.*\b(?:System|Host|Physical|Virtual|CPU) )?"
-      r".*?\b(?:[Mm]emory|RAM)\b.{0,20}?(?:[Pp]ercent(?:age)?|[Uu]sage|[Uu]sed|[Uu]tili[sz]ation)\s*[:=]?\s*"
+      r"^(?!.*\b(?:GPU|gpu|VRAM|CUDA|cuda|[Dd]evice|HBM|[Dd]isk|[Ss]wap)\b).*?\b(?:[Mm]emory|RAM)\b.{0,20}?"
+      r"(?:[Pp]ercent(?:age)?|[Uu]sage|[Uu]sed|[Uu]tili[sz]ation)\s*[:=]?\s*"
       r"(?:9[5-9]|100)(?:\.\d+)?\s?%", fix.HOST_OOM, gotcha="U9", confidence=0.5, needles=("memory", "ram"))
-# a notebook's kernel that died and was restarted: on a hosted notebook (Colab, Kaggle) that is the RAM running out
 _rule("host_oom.kernel_restart", "host_oom_killed", "warn", "the notebook's kernel died and was restarted",
       r"KernelRestarter: restarting kernel|WARNING:root:kernel [\w-]+ restarted|[Kk]ernel (?:has )?died|"
       r"[Kk]ernel appears to have died|[Yy]our session crashed after using all available RAM",
-      fix.HOST_OOM, gotcha="U9", confidence=0.5,
-      needles=("kernelrestarter", "restarted", "kernel died", "kernel has died", "appears to have died",
-               "using all available ram"))
+      fix.HOST_OOM, gotcha="U9", confidence=0.5, needles=("kernelrestarter", "restarted", "kernel died",
+                                                          "kernel has died", "appears to have died", "all available ram"))
 _rule("host_oom.alloc", "host_oom_killed", "error", "host RAM exhausted (allocation failed)",
       # (not RAPIDS' device memory manager failing: `std::bad_alloc: RMM failure at ...` is GPU memory)
       r"^(?!.*(?:\b(?:CUDA|cuda|GPU) [Ee]rror\b|</torch_|\bRMM\b|rmm::))(?:(?:\w+\.)*MemoryError\b|.*?(?:Cannot allocate memory|"
@@ -512,10 +510,12 @@ _rule("gpu.cuda_fault", "cuda_device_error", "error", "a CUDA kernel or the GPU 
 _rule("nccl.gloo_peer", "nccl_timeout", "error", "a Gloo peer closed the connection mid-collective",
       r"gloo[/\\]transport[/\\].{0,80}(?:Connection closed by peer|Connection reset by peer|Broken pipe)",
       fix.NCCL, gotcha="train.MN2", needles=("gloo/transport", "gloo\\transport"))
-# NCCL setting up its InfiniBand queue pairs or its bootstrap sockets between ranks: the communicator never formed
-_rule("nccl.setup_net", "nccl_timeout", "error", "NCCL could not connect the ranks (communicator setup)",
-      r"NCCL WARN Call to ibv_\w+ failed|socket\.h:\d+ (?:NCCL )?WARN Connection closed by (?:remote )?peer",
-      fix.NCCL_INIT, gotcha="train.MN2", needles=("call to ibv_", "connection closed by"))
+# NCCL setting up its InfiniBand queue pairs or its bootstrap sockets between ranks, Gloo connecting every rank to
+# every other (`connectFullMesh failed`): the communicator never formed
+_rule("nccl.setup_net", "nccl_timeout", "error", "the ranks could not connect (communicator setup)",
+      r"NCCL WARN Call to ibv_\w+ failed|socket\.h:\d+ (?:NCCL )?WARN Connection closed by (?:remote )?peer|"
+      r"connectFullMesh failed",
+      fix.NCCL_INIT, gotcha="train.MN2", needles=("call to ibv_", "connection closed by", "connectfullmesh failed"))
 # --- the network under the collectives: InfiniBand / RoCE / socket transport failures, a peer gone
 _rule("nccl.net", "network_stall", "error", "the network between ranks failed (NCCL transport)",
       r"ncclRemoteError|remote process exited or there was a network error|NET/IB ?: .*(?:[Ee]rror|[Ff]ailed)|"

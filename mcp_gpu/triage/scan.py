@@ -198,8 +198,8 @@ def tb_rest(line: str) -> str | None:
 _PROGRESS = re.compile(
     r"(?<!\d)(?:[1-9]\d?|100)%\|| [1-9]\d*/\d+ \[[\d:]+<|\d\s*(?:it/s|s/it|[kMG]?B/s)\b|"
     r"\b(?:step|steps|iter|iteration|epoch|global_step|num_updates|update|batch)\b['\"]?\s*[:=#]?\s*\[?\s*(?!0\b)\d|"
-    # (not in an atexit callback: that is the interpreter on its way out)
-    r"\bException ignored in\b(?! atexit)|"
+    # (not in an atexit callback, nor a failed flush of stdout/stderr: that is the interpreter on its way out)
+    r"\bException ignored in\b(?! atexit)(?!:? <_io\.\w+ name='<std(?:out|err)>')|"
     r"\b(?:train_|training_)?loss(?:es)?\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?\d|"
     r"\b(?:successfully|succeeded|(?:training|download|upload|epoch|step) (?:completed|complete|finished|done)|"
     r"(?:saved|saving) (?:model|checkpoint)|resum(?:ed|ing) (?:training|from)|continu(?:e|"
@@ -307,7 +307,7 @@ class ProgressFinder:
                 continue
             line = self.text[start:end]
             last = clean_segments(line)[-1] if line else ""
-            ignored = last.startswith("Exception ignored in") and "atexit" not in last
+            ignored = last.startswith("Exception ignored in") and "atexit" not in last and "name='<std" not in last
             if start not in self.hit_lines and (ignored or _RECOVERED.search(last)
                                                 or not _NOT_PROGRESS.search(last)):
                 return start

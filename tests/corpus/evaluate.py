@@ -16,10 +16,10 @@ THRESHOLD = 0.95  # held-out primary-class accuracy the test demands (issue 12)
 # healthy), batch 9 added 21 (16 right, 2 called healthy), batch 10 added 14 (13 right), batch 11 added 19 (14
 # right, 1 called healthy), batch 12 added 33 (27 right, 1 false alarm, 1 called healthy), batch 13 added 13 (9
 # right), batch 14 added 6 (3 right, 1 called healthy), batch 15 added 40 (35 right, 2 called healthy), batch 16
-# added 18 (10 right, 4 called healthy), batch 17 added 4 (4 right) and batch 18 added 21 (17 right, 1 called
-# healthy). On the 416 held-out logs before batch 11 the engine now scores 369/416 = 88.7 % with 6 false alarms and
-# 21 failures called healthy.)
-FLOOR_ACCURACY = 0.863
+# added 18 (10 right, 4 called healthy), batch 17 added 4 (4 right) and batch 18 added 21 (17 right at first
+# sight, 18 now; 1 called healthy). On the 416 held-out logs before batch 11 the engine now scores 369/416 =
+# 88.7 % with 6 false alarms and 21 failures called healthy.)
+FLOOR_ACCURACY = 0.864
 FLOOR_FALSE_ALARMS = 7
 FLOOR_MISSED = 31
 # The engine refines two external stops beyond the fixed set (a scheduler time limit, a deliberate cancel); the
