@@ -104,8 +104,9 @@ TOPIC_CHARS = 1_000  # of a longer line, its head and tail: an error line names 
 
 
 # (a log made of one error line repeated across ranks, steps or retries asks about the same text again and again; the
-# lexicon's rows are the costliest regexes an unexplained line meets, so recent answers are kept, bounded)
-@lru_cache(maxsize=4096)
+# lexicon's rows are the costliest regexes an unexplained line meets, so recent answers are kept. The cache lives as
+# long as the server: 1,024 lines of at most `log_scan.JUDGE_CHARS` each bound it to about 4 MB, whatever a box prints)
+@lru_cache(maxsize=1024)
 def topic(line: str) -> str | None:
     """The class an unexplained error line is about, or None when it names no subject a class owns."""
     if len(line) > TOPIC_CHARS:
