@@ -111,7 +111,6 @@ _LOADER_INTERNAL = re.compile(r"torch[/\\]utils[/\\]data[/\\]_utils[/\\](?:pin_m
 # exception pickling raises when an object cannot be sent to a spawned process
 _LOADER_START = re.compile(r"torch[/\\]utils[/\\]data[/\\]dataloader\.py")
 _PICKLE_FAIL = re.compile(r"[Cc]an(?:'t|not) pickle\b|PicklingError|[Cc]an't get attribute '[^']+' on <module")
-_SPAWN_PICKLE = PICKLE
 
 # an exception name and message glued to the end of a frame's code line: `    main(args)RuntimeError: [!] NaN loss`
 # (right after a call's closing bracket: an exception named inside the code, `except X:`, is code)
@@ -519,7 +518,7 @@ class _Scan:
                   and any(_LOADER_START.search(f) for f in frames)):
                 # the DataLoader starting its workers with the spawn method (Windows, macOS, set_start_method) pickles
                 # the dataset: what does not pickle stops the workers before the first batch
-                self.hits[-1] = _Hit(_SPAWN_PICKLE, pos, line.strip(), "error", "cause", final=True)
+                self.hits[-1] = _Hit(PICKLE, pos, line.strip(), "error", "cause", final=True)
             elif (len(self.hits) == before + 1 and self.hits[-1].rule is GENERIC_TRACEBACK
                   and (_GENERIC_TYPES.match(line) or (frames and _LOADER_INTERNAL.search(frames[-1])))
                   and (hint := frame_hint(frames)) is not None):
@@ -561,7 +560,7 @@ class _Scan:
                 generic = GENERIC_TRACEBACK
                 if not final and _PICKLE_FAIL.search(line) and any(_LOADER_START.search(f)
                                                                    for f in self._frames_above(index)):
-                    generic = _SPAWN_PICKLE  # the same, pasted as frames without their traceback header
+                    generic = PICKLE  # the same, pasted as frames without their traceback header
                 self.hits.append(_Hit(generic, index, line, "error", "cause", final=final, exception=not final))
                 self.hit_lines.add(index)
             elif self.bare_exceptions and _LOG_ERROR.match(line):
